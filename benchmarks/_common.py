@@ -1,0 +1,467 @@
+"""Shared helpers for the component benchmarks in this folder.
+
+Every benchmark script (tagger, chunker, NER, parser, ...) follows the same shape: convert the
+corpus once into a work dir, run each system in its own child process so that its peak memory can
+be read from that child alone, and write one JSON file of rows under ``benchmarks/results/``.
+This module holds the parts they share:
+
+- paths: the repo root, the default data dir, the work dir;
+- measuring: peak RSS, wall-clock timing, single-threaded child environments;
+- corpus: CoNLL-U -> DocBin conversion (gold tokenization, one Doc per sentence), un-annotated
+  copies of Docs for prediction, token-attribute scoring with spaCy's ``Scorer``;
+- ``spacy train`` in a subprocess, with the number of steps it actually ran parsed from its log;
+- running a function in a child process (``run_child``) and getting back its result and peak RSS;
+- the results file: rows ``{system, setting, dataset, split, metric, value}``, merged on re-runs.
+
+Nothing here imports spaCy at module level, so a child's peak RSS only counts what the measured
+system itself loads.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import importlib.util
+import json
+import os
+import platform
+import re
+import resource
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
+
+BENCH_DIR = Path(__file__).resolve().parent
+REPO_ROOT = BENCH_DIR.parent
+RESULTS_DIR = BENCH_DIR / "results"
+DEFAULT_WORK_DIR = BENCH_DIR / ".work"
+ROW_KEYS = ("system", "setting", "dataset", "split", "metric", "value")
+
+# Environment variables that keep numeric libraries on one core. The benchmark machine has few
+# cores and is shared, and "words per second (one process)" should mean one thread too.
+SINGLE_THREAD_ENV = {
+    "OMP_NUM_THREADS": "1",
+    "OPENBLAS_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+    "BLIS_NUM_THREADS": "1",
+    "NUMEXPR_NUM_THREADS": "1",
+    "VECLIB_MAXIMUM_THREADS": "1",
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# Paths
+
+
+def default_data_root() -> Path:
+    """The folder that holds the corpora: $STRUCTPERC_DATA, else ../shared/data from the repo."""
+    env = os.environ.get("STRUCTPERC_DATA")
+    if env:
+        return Path(env)
+    return REPO_ROOT.parent / "shared" / "data"
+
+
+def default_data_dir(corpus: str) -> Path:
+    """The folder of one corpus, e.g. ``default_data_dir("ud_en_ewt")``."""
+    return default_data_root() / corpus
+
+
+def find_split_file(data_dir: Path, split: str, pattern: str = "*-{split}.conllu") -> Path:
+    """Find the one file of a split in a corpus dir (e.g. ``en_ewt-ud-train.conllu``)."""
+    hits = sorted(Path(data_dir).glob(pattern.format(split=split)))
+    if len(hits) != 1:
+        raise FileNotFoundError(
+            f"expected one file matching {pattern.format(split=split)!r} in {data_dir}, "
+            f"found {len(hits)}: pass the corpus folder with --data or set STRUCTPERC_DATA"
+        )
+    return hits[0]
+
+
+def slug(text: str) -> str:
+    """A file-name-safe form of a setting name."""
+    return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower() or "default"
+
+
+# ---------------------------------------------------------------------------------------------
+# Measuring
+
+
+def peak_rss_mb(include_children: bool = True) -> float:
+    """Peak resident set size in MB of this process (and, by default, of the largest waited-for
+    child process, e.g. a ``spacy train`` subprocess). ru_maxrss is KiB on Linux, bytes on macOS.
+    """
+    scale = 1024 * 1024 if sys.platform == "darwin" else 1024
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    if include_children:
+        peak = max(peak, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+    return peak / scale
+
+
+class Timer:
+    """Wall-clock timer: ``with Timer() as t: ...; t.seconds``."""
+
+    def __enter__(self) -> "Timer":
+        self.start = time.perf_counter()
+        self.seconds = 0.0
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.seconds = time.perf_counter() - self.start
+
+
+def child_env(extra: Optional[Dict[str, str]] = None) -> Dict[str, str]:
+    """Environment for child processes: one thread, the repo importable, unbuffered output."""
+    env = dict(os.environ)
+    env.update(SINGLE_THREAD_ENV)
+    env["PYTHONUNBUFFERED"] = "1"
+    paths = [str(REPO_ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+    if extra:
+        env.update(extra)
+    return env
+
+
+def machine_info() -> Dict[str, Any]:
+    """What the numbers were measured on."""
+    info: Dict[str, Any] = {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpu_count": os.cpu_count(),
+    }
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    info["cpu"] = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        info["cpu"] = platform.processor()
+    try:
+        with open("/proc/meminfo") as fh:
+            kb = int(fh.readline().split()[1])
+            info["mem_gb"] = round(kb / 1024 / 1024, 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    for pkg in ("spacy", "thinc", "numpy", "pycrfsuite", "spacy_structperc"):
+        try:
+            from importlib.metadata import version
+
+            dist = {"pycrfsuite": "python-crfsuite", "spacy_structperc": "spacy-structperc"}
+            info[pkg] = version(dist.get(pkg, pkg))
+        except Exception:
+            pass
+    return info
+
+
+def git_revision() -> Optional[str]:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True,
+            text=True, timeout=10,
+        )
+        return out.stdout.strip() or None
+    except Exception:
+        return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Corpus
+
+
+def _file_fingerprint(path: Path) -> str:
+    st = Path(path).stat()
+    return f"{Path(path).resolve()}:{st.st_size}:{int(st.st_mtime)}"
+
+
+def conllu_to_docbins(
+    conllu_path: Path,
+    outputs: Dict[str, Path],
+    *,
+    limit: int = 0,
+    transforms: Optional[Dict[str, Callable[[Any], Any]]] = None,
+) -> Dict[str, Any]:
+    """Convert one CoNLL-U file to one or more ``.spacy`` DocBins.
+
+    Gold tokenization (the syntactic words; multiword-token ranges and empty nodes are dropped by
+    spaCy's converter), one Doc per sentence, XPOS in ``tag_``, UPOS in ``pos_``, plus lemmas,
+    morphs, heads and deps. ``outputs`` maps a variant name to its path; ``transforms`` maps a
+    variant name to a function ``Doc -> Doc`` applied before saving (no transform: saved as read).
+    ``limit`` > 0 keeps the first ``limit`` sentences. A stamp file next to each output records
+    the source and limit, so an up-to-date output is not rebuilt.
+    """
+    from spacy.tokens import DocBin
+    from spacy.training.converters import conllu_to_docs
+
+    transforms = transforms or {}
+    stamp = json.dumps(
+        {"source": _file_fingerprint(conllu_path), "limit": limit, "version": 1}, sort_keys=True
+    )
+    todo = {
+        name: Path(path)
+        for name, path in outputs.items()
+        if not (Path(path).exists() and _read(Path(str(path) + ".stamp")) == stamp)
+    }
+    if not todo:
+        return {"converted": False}
+    text = Path(conllu_path).read_text(encoding="utf8")
+    docs = []
+    for doc in conllu_to_docs(text, n_sents=1, no_print=True):
+        docs.append(doc)
+        if limit and len(docs) >= limit:
+            break
+    n_tokens = sum(len(d) for d in docs)
+    for name, path in todo.items():
+        fn = transforms.get(name)
+        db = DocBin(store_user_data=False)
+        for doc in docs:
+            db.add(fn(doc) if fn else doc)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        db.to_disk(path)
+        Path(str(path) + ".stamp").write_text(stamp)
+    return {"converted": True, "docs": len(docs), "tokens": n_tokens}
+
+
+def _read(path: Path) -> Optional[str]:
+    try:
+        return path.read_text()
+    except OSError:
+        return None
+
+
+def load_docs(path: Path, vocab=None) -> list:
+    """Read a ``.spacy`` file into a list of Docs (with a fresh or given Vocab)."""
+    from spacy.tokens import DocBin
+    from spacy.vocab import Vocab
+
+    return list(DocBin().from_disk(path).get_docs(vocab if vocab is not None else Vocab()))
+
+
+def unannotated_copies(docs: Iterable, vocab) -> list:
+    """Copies of ``docs`` with the same words and spaces and no annotation at all."""
+    from spacy.tokens import Doc
+
+    return [Doc(vocab, words=[t.text for t in d], spaces=[bool(t.whitespace_) for t in d])
+            for d in docs]
+
+
+def count_tokens(docs: Iterable) -> int:
+    return sum(len(d) for d in docs)
+
+
+def score_token_attrs(pred_docs: Sequence, gold_docs: Sequence, attrs: Sequence[str]) -> Dict[str, float]:
+    """``Scorer.score_token_attr`` over ``Example(predicted, gold)`` for each attr ("tag", "pos",
+    "lemma", ...). Returns e.g. ``{"tag_acc": 0.95}`` as fractions."""
+    from spacy.scorer import Scorer
+    from spacy.training import Example
+
+    if len(pred_docs) != len(gold_docs):
+        raise ValueError(f"{len(pred_docs)} predicted docs for {len(gold_docs)} gold docs")
+    examples = [Example(p, g) for p, g in zip(pred_docs, gold_docs)]
+    scores: Dict[str, float] = {}
+    for attr in attrs:
+        scores.update(Scorer.score_token_attr(examples, attr))
+    return scores
+
+
+def time_pipe(nlp, gold_docs: Sequence, batch_size: int = 1000):
+    """Run ``nlp.pipe`` (one process) over un-annotated copies of ``gold_docs``; time only the pipe
+    call. Returns ``(predicted_docs, words_per_second, seconds)``."""
+    docs = unannotated_copies(gold_docs, nlp.vocab)
+    n_words = count_tokens(docs)
+    with Timer() as t:
+        preds = list(nlp.pipe(docs, batch_size=batch_size))
+    return preds, n_words / t.seconds, t.seconds
+
+
+# ---------------------------------------------------------------------------------------------
+# spacy train in a subprocess
+
+_TRAIN_ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+[-\d.]+\s")
+
+
+def parse_spacy_train_log(text: str) -> Dict[str, Any]:
+    """Epoch and step of the last evaluation row in ``spacy train``'s console table, and the last
+    row's score column. spaCy stops training right after an evaluation (patience) or at
+    ``max_steps``, so the last row's step is the number of steps run (to ``eval_frequency``)."""
+    last = None
+    best = None
+    for line in text.splitlines():
+        m = _TRAIN_ROW.match(line)
+        if m:
+            last = line
+            try:
+                score = float(line.split()[-1])
+                best = score if best is None else max(best, score)
+            except ValueError:
+                pass
+    if last is None:
+        return {"epochs": None, "steps": None, "best_dev_score": None}
+    epoch, step = _TRAIN_ROW.match(last).groups()
+    return {"epochs": int(epoch), "steps": int(step), "best_dev_score": best}
+
+
+def spacy_train(
+    config: Path,
+    output: Path,
+    train: Path,
+    dev: Path,
+    *,
+    overrides: Sequence[str] = (),
+    code: Optional[Path] = None,
+    log_path: Optional[Path] = None,
+    env: Optional[Dict[str, str]] = None,
+) -> Dict[str, Any]:
+    """Run ``python -m spacy train`` in a subprocess (CPU), logging to ``log_path``.
+
+    Returns ``{"seconds", "steps", "epochs", "best_dev_score", "model_dir", "command"}``; the
+    wall time covers the whole command (loading data, initialization, training and spaCy's own
+    dev evaluations). Raises ``RuntimeError`` with the log's tail if it fails.
+    """
+    output = Path(output)
+    cmd = [sys.executable, "-m", "spacy", "train", str(config), "--output", str(output),
+           "--paths.train", str(train), "--paths.dev", str(dev), "--gpu-id", "-1"]
+    if code:
+        cmd += ["--code", str(code)]
+    cmd += [str(x) for x in overrides]
+    log_path = Path(log_path) if log_path else output.parent / f"{output.name}.train.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "w") as log, Timer() as t:
+        log.write("$ " + " ".join(cmd) + "\n")
+        log.flush()
+        proc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT,
+                              env=env or child_env(), cwd=REPO_ROOT)
+    text = log_path.read_text(errors="replace")
+    if proc.returncode != 0:
+        tail = "\n".join(text.splitlines()[-30:])
+        raise RuntimeError(f"spacy train failed (exit {proc.returncode}); log {log_path}:\n{tail}")
+    info = parse_spacy_train_log(text)
+    model_dir = output / "model-best"
+    if not model_dir.exists():
+        model_dir = output / "model-last"
+    info.update({"seconds": t.seconds, "model_dir": str(model_dir), "log": str(log_path),
+                 "command": " ".join(cmd[1:])})
+    return info
+
+
+# ---------------------------------------------------------------------------------------------
+# Running one system in a child process
+
+
+def run_child(
+    module_path: Path,
+    func_name: str,
+    kwargs: Dict[str, Any],
+    *,
+    log_path: Path,
+    env: Optional[Dict[str, str]] = None,
+    timeout: Optional[float] = None,
+) -> Dict[str, Any]:
+    """Call ``func_name(**kwargs)`` from the module file ``module_path`` in a fresh interpreter.
+
+    The function must return a JSON-serializable dict. The child adds ``peak_rss_mb`` (its own
+    ru_maxrss, or that of the largest subprocess it waited for, whichever is larger) and
+    ``child_seconds``. Output goes to ``log_path``. Raises ``RuntimeError`` with the log's tail
+    if the child fails.
+    """
+    log_path = Path(log_path)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    io_base = log_path.with_suffix("")
+    in_json = Path(str(io_base) + ".in.json")
+    out_json = Path(str(io_base) + ".out.json")
+    in_json.write_text(json.dumps(kwargs, indent=1, default=str))
+    if out_json.exists():
+        out_json.unlink()
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", str(Path(module_path).resolve()),
+           func_name, str(in_json), str(out_json)]
+    with open(log_path, "w") as log:
+        proc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env or child_env(),
+                              cwd=REPO_ROOT, timeout=timeout)
+    if proc.returncode != 0 or not out_json.exists():
+        tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-40:])
+        raise RuntimeError(f"{func_name} failed in child (exit {proc.returncode}); "
+                           f"log {log_path}:\n{tail}")
+    return json.loads(out_json.read_text())
+
+
+def _child_main(argv: List[str]) -> int:
+    module_path, func_name, in_json, out_json = argv
+    t0 = time.perf_counter()
+    sys.path.insert(0, str(Path(module_path).parent))
+    spec = importlib.util.spec_from_file_location(Path(module_path).stem, module_path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    kwargs = json.loads(Path(in_json).read_text())
+    try:
+        result = getattr(module, func_name)(**kwargs)
+    except Exception:
+        traceback.print_exc()
+        return 1
+    result = dict(result or {})
+    result["peak_rss_mb"] = peak_rss_mb(include_children=True)
+    result["peak_rss_self_mb"] = peak_rss_mb(include_children=False)
+    result["child_seconds"] = time.perf_counter() - t0
+    Path(out_json).write_text(json.dumps(result, indent=1, default=str))
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Results file
+
+
+def make_row(system: str, setting: str, metric: str, value: float, *, dataset: str,
+             split: str = "test") -> Dict[str, Any]:
+    if isinstance(value, float):
+        value = round(value, 6)
+    return {"system": system, "setting": setting, "dataset": dataset, "split": split,
+            "metric": metric, "value": value}
+
+
+def load_results(path: Path) -> Dict[str, Any]:
+    path = Path(path)
+    if path.exists():
+        return json.loads(path.read_text())
+    return {}
+
+
+def merge_rows(old_rows: Sequence[Dict[str, Any]], new_rows: Sequence[Dict[str, Any]],
+               replace: Callable[[Dict[str, Any]], bool]) -> List[Dict[str, Any]]:
+    """Old rows for which ``replace(row)`` is false, then the new rows; also drops any old row
+    with the same (system, setting, dataset, split, metric) as a new one."""
+    new_keys = {tuple(r[k] for k in ROW_KEYS[:-1]) for r in new_rows}
+    kept = [r for r in old_rows
+            if not replace(r) and tuple(r[k] for k in ROW_KEYS[:-1]) not in new_keys]
+    return kept + list(new_rows)
+
+
+def write_results(path: Path, component: str, rows: Sequence[Dict[str, Any]],
+                  **extra: Any) -> Path:
+    """Write ``{"component", "rows", **extra}``; every row has exactly ROW_KEYS."""
+    for r in rows:
+        if tuple(sorted(r)) != tuple(sorted(ROW_KEYS)):
+            raise ValueError(f"bad row keys: {sorted(r)}")
+    payload = {"component": component, "rows": list(rows)}
+    payload.update(extra)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(payload, indent=1, ensure_ascii=False) + "\n")
+    tmp.replace(path)
+    return path
+
+
+def now_iso() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
+
+
+def sha1_of(obj: Any) -> str:
+    return hashlib.sha1(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:10]
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 6 and sys.argv[1] == "--child":
+        sys.exit(_child_main(sys.argv[2:]))
+    print("usage: _common.py --child MODULE_PATH FUNC IN_JSON OUT_JSON (internal)", file=sys.stderr)
+    sys.exit(2)

@@ -1,0 +1,739 @@
+"""Benchmark the structured-perceptron tagger against spaCy's tagger and a CRFsuite CRF.
+
+One run, on UD English EWT (gold tokenization, one Doc per sentence):
+
+1. converts the CoNLL-U files to ``.spacy`` DocBins in the work dir (``benchmarks/.work/``):
+   ``*.xpos.spacy`` (XPOS in ``tag_``, UPOS in ``pos_``) and ``*.upos.spacy`` (UPOS in both, for
+   spaCy's ``tagger``, which only learns ``tag_``);
+2. trains and evaluates each system in its own child process, recording test ``tag_acc`` (XPOS)
+   and ``pos_acc`` (UPOS) as fractions from ``Scorer.score_token_attr``, ``train_seconds``
+   (wall, XPOS model), ``predict_wps`` (test words / seconds of one ``nlp.pipe`` call over
+   un-annotated copies of the test Docs, batch_size 1000, one process) and ``peak_rss_mb``
+   (ru_maxrss of the child or of the largest ``spacy train`` it ran);
+3. writes ``benchmarks/results/tagger.json`` (rows merged with the existing file: only the rows of
+   what was re-run are replaced) and redraws ``tagger_beam.png`` and ``tagger_lookahead.png``
+   from it.
+
+Examples (from the repo root)::
+
+    python benchmarks/bench_tagger.py --quick                  # smoke run on slices
+    python benchmarks/bench_tagger.py                          # everything, full data
+    python benchmarks/bench_tagger.py --only crfsuite,spacy    # peers only
+    python benchmarks/bench_tagger.py --only "structperc_tagger:beam 4, early"
+    python benchmarks/bench_tagger.py --beam-sweep --sweep-epochs 5
+    python benchmarks/bench_tagger.py --plots-only             # redraw from the JSON
+    python benchmarks/make_readme_tables.py                    # refresh README tables
+
+The data dir defaults to ``$STRUCTPERC_DATA/ud_en_ewt``, else ``../shared/data/ud_en_ewt``
+relative to the repo root.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shlex
+import sys
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _common as C  # noqa: E402
+
+COMPONENT = "tagger"
+DATASET = "ud_en_ewt"
+SYSTEMS = ("spacy", "crfsuite", "structperc_tagger")
+OURS = "structperc_tagger"
+PIPE_NAME = "tagger"  # our component's name in configs/tagger.cfg and configs/tagger_upos.cfg
+SPLIT_FILES = {"train": "*-ud-train.conllu", "dev": "*-ud-dev.conllu", "test": "*-ud-test.conllu"}
+
+# Our settings, as data. "setting" is what the results rows and the README show; "overrides" are
+# component settings passed to `spacy train` as --components.tagger.KEY VALUE. The plots find
+# their points by the names: "lookahead N" and "beam W, UPDATE".
+STRUCTPERC_SETTINGS: List[Dict[str, Any]] = [
+    {"setting": "default", "overrides": {}},
+    {"setting": "greedy, lookahead 0", "overrides": {"decoder": "greedy", "lookahead_depth": 0}},
+    {"setting": "greedy, lookahead 1", "overrides": {"decoder": "greedy", "lookahead_depth": 1}},
+    {"setting": "greedy, lookahead 2", "overrides": {"decoder": "greedy", "lookahead_depth": 2}},
+    {"setting": "viterbi, order 2", "overrides": {"decoder": "viterbi", "order": 2}},
+    {"setting": "beam 4, max-violation",
+     "overrides": {"decoder": "beam", "beam_width": 4, "update": "max-violation"}},
+    {"setting": "beam 4, early", "overrides": {"decoder": "beam", "beam_width": 4, "update": "early"}},
+]
+SWEEP_WIDTHS = (1, 2, 4, 8)
+SWEEP_UPDATES = ("standard", "early", "max-violation")
+
+# CRFsuite: L-BFGS with elastic-net regularization. Chosen on dev with --crf-tune (XPOS, full
+# train set, 100 iterations); see the "crf_tuning" entry of the results file when it was run.
+CRF_PARAMS = {"algorithm": "lbfgs", "c1": 0.05, "c2": 0.01, "max_iterations": 100}
+
+# --quick: slices of the corpus and short training, for a smoke run of the whole harness.
+QUICK_LIMITS = {"train": 1000, "dev": 300, "test": 500}
+QUICK_SPACY_STEPS = 300
+QUICK_CRF_ITERATIONS = 30
+QUICK_OURS_OVERRIDES = ["--training.max_epochs", "2"]
+
+NOTES = [
+    "UD English EWT, gold tokenization (syntactic words; multiword-token ranges and empty nodes "
+    "dropped by spaCy's CoNLL-U converter), one Doc per sentence.",
+    "tag_acc = XPOS accuracy, pos_acc = UPOS accuracy, as fractions, from "
+    "spacy.scorer.Scorer.score_token_attr on Example(predicted, gold) over the test split.",
+    "Each system trains two models: XPOS (tag_acc, train_seconds, predict_wps) and UPOS (pos_acc). "
+    "spaCy's tagger learns UPOS from a copy of the data with UPOS in token.tag_; our UPOS model "
+    "uses configs/tagger_upos.cfg (attr = pos).",
+    "train_seconds: wall time of the XPOS training command (spacy train: including data loading, "
+    "initialization and its periodic dev evaluations; crfsuite: feature extraction + L-BFGS).",
+    "predict_wps: test words / wall seconds of a single nlp.pipe call (batch_size 1000, one "
+    "process, one thread) over un-annotated copies of the test Docs; for crfsuite the timed loop "
+    "extracts features from the Docs, tags and writes token.tag_.",
+    "peak_rss_mb: ru_maxrss of the system's child process or of the largest subprocess it waited "
+    "for (the spacy train runs), whichever is larger.",
+    "spacy trains with gold_preproc = true on both corpora (no re-tokenization of the gold text).",
+    "All children run with OMP/OPENBLAS/MKL/BLIS_NUM_THREADS=1.",
+]
+
+
+# ---------------------------------------------------------------------------------------------
+# Data
+
+
+def prepare_data(data_dir: Path, work_dir: Path, quick: bool) -> Dict[str, Any]:
+    """Convert train/dev/test to DocBins: ``{split}.xpos.spacy`` and ``{split}.upos.spacy``."""
+
+    def upos_as_tag(doc):
+        doc = doc.copy()
+        for token in doc:
+            token.tag_ = token.pos_
+        return doc
+
+    out_dir = work_dir / "data" / ("quick" if quick else "full")
+    paths: Dict[str, Any] = {}
+    stats: Dict[str, Any] = {}
+    for split, pattern in SPLIT_FILES.items():
+        src = C.find_split_file(data_dir, split, pattern)
+        outputs = {v: out_dir / f"{split}.{v}.spacy" for v in ("xpos", "upos")}
+        info = C.conllu_to_docbins(src, outputs, limit=QUICK_LIMITS[split] if quick else 0,
+                                   transforms={"upos": upos_as_tag})
+        if info.get("converted"):
+            print(f"  converted {src.name}: {info['docs']} docs, {info['tokens']} tokens", flush=True)
+        for v, p in outputs.items():
+            paths[f"{split}_{v}"] = str(p)
+        stats[split] = str(src)
+    return {"paths": paths, "sources": stats}
+
+
+def corpus_counts(paths: Dict[str, str]) -> Dict[str, Dict[str, int]]:
+    out = {}
+    for split in SPLIT_FILES:
+        docs = C.load_docs(Path(paths[f"{split}_xpos"]))
+        out[split] = {"docs": len(docs), "tokens": C.count_tokens(docs)}
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Systems: each runs in a child process via C.run_child and returns
+# {"setting": str, "metrics": {metric: value}, "details": {...}}.
+
+
+def _evaluate_tag_model(nlp, gold_docs, attr: str, timed: bool) -> Dict[str, Any]:
+    if timed:
+        preds, wps, seconds = C.time_pipe(nlp, gold_docs, batch_size=1000)
+    else:
+        preds = list(nlp.pipe(C.unannotated_copies(gold_docs, nlp.vocab), batch_size=1000))
+        wps = seconds = None
+    return {"preds": preds, "wps": wps, "seconds": seconds}
+
+
+def run_spacy(paths: Dict[str, str], out_dir: str, max_steps: Optional[int],
+              extra_overrides: Sequence[str], eval_split: str = "test") -> Dict[str, Any]:
+    """spaCy's built-in tagger: efficiency config from `spacy init config`, trained twice."""
+    import subprocess
+
+    import spacy
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    config = out / "config.cfg"
+    subprocess.run([sys.executable, "-m", "spacy", "init", "config", str(config), "--lang", "en",
+                    "--pipeline", "tagger", "--optimize", "efficiency", "--force"],
+                   check=True, stdout=subprocess.DEVNULL, env=C.child_env())
+    overrides = ["--corpora.train.gold_preproc", "true", "--corpora.dev.gold_preproc", "true"]
+    if max_steps:
+        overrides += ["--training.max_steps", str(max_steps)]
+    overrides += list(extra_overrides)
+    runs = {}
+    for variant in ("xpos", "upos"):
+        print(f"[spacy] training {variant} model", flush=True)
+        runs[variant] = C.spacy_train(config, out / variant, paths[f"train_{variant}"],
+                                      paths[f"dev_{variant}"], overrides=overrides,
+                                      log_path=out / f"{variant}.train.log")
+        print(f"[spacy] {variant}: {runs[variant]['steps']} steps in "
+              f"{runs[variant]['seconds']:.0f}s", flush=True)
+
+    nlp_x = spacy.load(runs["xpos"]["model_dir"])
+    gold = C.load_docs(Path(paths[f"{eval_split}_xpos"]), nlp_x.vocab)
+    ev_x = _evaluate_tag_model(nlp_x, gold, "tag", timed=True)
+    nlp_u = spacy.load(runs["upos"]["model_dir"])
+    ev_u = _evaluate_tag_model(nlp_u, gold, "tag", timed=False)
+    for doc in ev_u["preds"]:
+        for token in doc:
+            token.pos_ = token.tag_  # the UPOS model predicts UPOS into tag_
+    scores = C.score_token_attrs(ev_x["preds"], gold, ["tag"])
+    scores.update(C.score_token_attrs(ev_u["preds"], gold, ["pos"]))
+
+    steps_x, steps_u = runs["xpos"]["steps"], runs["upos"]["steps"]
+    setting = f"efficiency cfg, {steps_x} steps"
+    if steps_u != steps_x:
+        setting += f" (UPOS {steps_u})"
+    return {
+        "setting": setting,
+        "metrics": {"tag_acc": scores["tag_acc"], "pos_acc": scores["pos_acc"],
+                    "train_seconds": runs["xpos"]["seconds"], "predict_wps": ev_x["wps"]},
+        "details": {"train_xpos": runs["xpos"], "train_upos": runs["upos"],
+                    "upos_train_seconds": runs["upos"]["seconds"],
+                    "predict_seconds": ev_x["seconds"], "overrides": overrides},
+    }
+
+
+def crf_token_features(doc) -> List[List[str]]:
+    """Features comparable to a rich perceptron tagger's: word, affixes, shape, flags, a +-2
+    word window and the bigrams with the neighbouring words."""
+    words = [t.text for t in doc]
+    lowers = [w.lower() for w in words]
+    n = len(words)
+
+    def low(i: int) -> str:
+        if i < 0:
+            return "<s>" if i == -1 else "<s2>"
+        if i >= n:
+            return "</s>" if i == n else "</s2>"
+        return lowers[i]
+
+    seq = []
+    for i, token in enumerate(doc):
+        w, lw = words[i], lowers[i]
+        f = ["b", "w=" + lw, "sh=" + token.shape_]
+        for k in range(1, 5):
+            if len(lw) >= k:
+                f.append(f"p{k}={lw[:k]}")
+                f.append(f"s{k}={lw[-k:]}")
+        if w.istitle():
+            f.append("title")
+        if w.isupper():
+            f.append("upper")
+        if w.isdigit():
+            f.append("digit")
+        if "-" in w:
+            f.append("hyphen")
+        f.append("w-2=" + low(i - 2))
+        f.append("w-1=" + low(i - 1))
+        f.append("w+1=" + low(i + 1))
+        f.append("w+2=" + low(i + 2))
+        f.append("w-1|w=" + low(i - 1) + "|" + lw)
+        f.append("w|w+1=" + lw + "|" + low(i + 1))
+        seq.append(f)
+    return seq
+
+
+def _crf_train(docs, attr: str, model_path: Path, params: Dict[str, Any]) -> float:
+    import pycrfsuite
+
+    with C.Timer() as t:
+        trainer = pycrfsuite.Trainer(algorithm=params["algorithm"], verbose=False)
+        for doc in docs:
+            trainer.append(crf_token_features(doc), [getattr(tok, attr) for tok in doc])
+        trainer.set_params({"c1": params["c1"], "c2": params["c2"],
+                            "max_iterations": params["max_iterations"],
+                            "feature.possible_transitions": True})
+        trainer.train(str(model_path))
+    return t.seconds
+
+
+def _crf_predict(model_path: Path, gold_docs, vocab, attr: str):
+    """Tag un-annotated copies of ``gold_docs``; the timed loop covers feature extraction,
+    tagging and writing the attribute."""
+    import pycrfsuite
+
+    tagger = pycrfsuite.Tagger()
+    tagger.open(str(model_path))
+    docs = C.unannotated_copies(gold_docs, vocab)
+    n_words = C.count_tokens(docs)
+    with C.Timer() as t:
+        for doc in docs:
+            for token, label in zip(doc, tagger.tag(crf_token_features(doc))):
+                setattr(token, attr, label)
+    tagger.close()
+    return docs, n_words / t.seconds, t.seconds
+
+
+def run_crfsuite(paths: Dict[str, str], out_dir: str, params: Dict[str, Any],
+                 eval_split: str = "test", upos: bool = True) -> Dict[str, Any]:
+    """First-order linear-chain CRF (python-crfsuite), one model for XPOS, one for UPOS."""
+    from spacy.vocab import Vocab
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    vocab = Vocab()
+    train = C.load_docs(Path(paths["train_xpos"]), vocab)
+    print(f"[crfsuite] training XPOS model on {len(train)} sentences, {params}", flush=True)
+    secs_x = _crf_train(train, "tag_", out / "xpos.crfsuite", params)
+    print(f"[crfsuite] XPOS trained in {secs_x:.0f}s", flush=True)
+    secs_u = None
+    if upos:
+        secs_u = _crf_train(train, "pos_", out / "upos.crfsuite", params)
+        print(f"[crfsuite] UPOS trained in {secs_u:.0f}s", flush=True)
+    del train
+
+    gold = C.load_docs(Path(paths[f"{eval_split}_xpos"]), vocab)
+    preds_x, wps, pred_secs = _crf_predict(out / "xpos.crfsuite", gold, vocab, "tag_")
+    scores = C.score_token_attrs(preds_x, gold, ["tag"])
+    metrics = {"tag_acc": scores["tag_acc"]}
+    if upos:
+        preds_u, _, _ = _crf_predict(out / "upos.crfsuite", gold, vocab, "pos_")
+        metrics["pos_acc"] = C.score_token_attrs(preds_u, gold, ["pos"])["pos_acc"]
+    metrics.update({"train_seconds": secs_x, "predict_wps": wps})
+    setting = (f"1st-order, {params['algorithm']} c1={params['c1']} c2={params['c2']}, "
+               f"{params['max_iterations']} iters")
+    return {"setting": setting, "metrics": metrics,
+            "details": {"params": params, "upos_train_seconds": secs_u,
+                        "predict_seconds": pred_secs,
+                        "model_bytes": (out / "xpos.crfsuite").stat().st_size}}
+
+
+def _import_plugin(code: Optional[str]) -> None:
+    """Make our factories available: an explicit --code file, else the package (which is also
+    found through its entry points once installed)."""
+    if code:
+        import importlib.util
+
+        spec = importlib.util.spec_from_file_location("structperc_bench_code", code)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return
+    try:
+        import spacy_structperc  # noqa: F401
+    except ImportError as err:
+        print(f"[structperc] warning: cannot import spacy_structperc ({err}); relying on "
+              "entry points", flush=True)
+
+
+def run_structperc(paths: Dict[str, str], out_dir: str, config: str, upos_config: Optional[str],
+                   overrides: Sequence[str], code: Optional[str] = None,
+                   eval_split: str = "test") -> Dict[str, Any]:
+    """Our tagger: `spacy train CONFIG` with setting overrides, loaded from model-best.
+
+    Both models train on the ``*.xpos.spacy`` files (gold XPOS in tag_, UPOS in pos_); the UPOS
+    config's component reads and writes pos_.
+    """
+    import spacy
+
+    _import_plugin(code)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    code_path = Path(code) if code else None
+    print(f"[structperc] training XPOS model: {config} {' '.join(overrides)}", flush=True)
+    run_x = C.spacy_train(Path(config), out / "xpos", paths["train_xpos"], paths["dev_xpos"],
+                          overrides=overrides, code=code_path, log_path=out / "xpos.train.log")
+    print(f"[structperc] XPOS: {run_x['steps']} steps, {run_x['epochs']} epochs in "
+          f"{run_x['seconds']:.0f}s", flush=True)
+    nlp_x = spacy.load(run_x["model_dir"])
+    gold = C.load_docs(Path(paths[f"{eval_split}_xpos"]), nlp_x.vocab)
+    ev_x = _evaluate_tag_model(nlp_x, gold, "tag", timed=True)
+    metrics = {"tag_acc": C.score_token_attrs(ev_x["preds"], gold, ["tag"])["tag_acc"]}
+    details: Dict[str, Any] = {"train_xpos": run_x, "predict_seconds": ev_x["seconds"],
+                               "overrides": list(overrides)}
+    del nlp_x
+    if upos_config:
+        print(f"[structperc] training UPOS model: {upos_config}", flush=True)
+        run_u = C.spacy_train(Path(upos_config), out / "upos", paths["train_xpos"],
+                              paths["dev_xpos"], overrides=overrides, code=code_path,
+                              log_path=out / "upos.train.log")
+        nlp_u = spacy.load(run_u["model_dir"])
+        ev_u = _evaluate_tag_model(nlp_u, gold, "pos", timed=False)
+        metrics["pos_acc"] = C.score_token_attrs(ev_u["preds"], gold, ["pos"])["pos_acc"]
+        details.update({"train_upos": run_u, "upos_train_seconds": run_u["seconds"]})
+    metrics.update({"train_seconds": run_x["seconds"], "predict_wps": ev_x["wps"]})
+    return {"metrics": metrics, "details": details}
+
+
+def crf_tune_point(paths: Dict[str, str], out_dir: str, params: Dict[str, Any]) -> Dict[str, Any]:
+    """One point of --crf-tune: XPOS model, dev accuracy."""
+    res = run_crfsuite(paths, out_dir, params, eval_split="dev", upos=False)
+    return {"params": params, "dev_tag_acc": res["metrics"]["tag_acc"],
+            "train_seconds": res["metrics"]["train_seconds"]}
+
+
+# ---------------------------------------------------------------------------------------------
+# Jobs
+
+
+def component_overrides(settings: Dict[str, Any]) -> List[str]:
+    out: List[str] = []
+    for key, value in settings.items():
+        out += [f"--components.{PIPE_NAME}.{key}", str(value)]
+    return out
+
+
+def sweep_settings(widths: Sequence[int], updates: Sequence[str], epochs: Optional[int]):
+    suffix = f" (sweep, {epochs} epochs)" if epochs else " (sweep)"
+    extra = ["--training.max_epochs", str(epochs)] if epochs else []
+    for update in updates:
+        for width in widths:
+            yield {"setting": f"beam {width}, {update}{suffix}",
+                   "overrides": {"decoder": "beam", "beam_width": width, "update": update},
+                   "extra": extra}
+
+
+def parse_only(only: Optional[str]):
+    """``--only spacy,crfsuite``, or with settings of ours by name (names contain commas, so
+    they come last, after ``structperc_tagger:``, separated by ';'):
+    ``--only "crfsuite,structperc_tagger:beam 4, early;viterbi, order 2"``.
+    Returns (systems, our settings or None for all)."""
+    if not only:
+        return set(SYSTEMS), None
+    settings = None
+    head, sep, tail = only.partition(OURS + ":")
+    if sep:
+        settings = {n.strip() for n in tail.split(";") if n.strip()}
+        known = {s["setting"] for s in STRUCTPERC_SETTINGS}
+        if settings - known:
+            raise SystemExit(f"unknown setting(s) {sorted(settings - known)}; known: {sorted(known)}")
+    systems = {p.strip() for p in head.split(",") if p.strip()}
+    if sep:
+        systems.add(OURS)
+    unknown = systems - set(SYSTEMS)
+    if unknown:
+        raise SystemExit(f"unknown system(s) {sorted(unknown)}; choose from {SYSTEMS}")
+    return systems, settings
+
+
+def build_jobs(args, paths: Dict[str, str], run_dir: Path) -> List[Dict[str, Any]]:
+    jobs: List[Dict[str, Any]] = []
+    configs = Path(args.configs)
+    upos_cfg = configs / "tagger_upos.cfg"
+    upos_cfg_arg = None if args.xpos_only else (str(upos_cfg) if upos_cfg.exists() else None)
+    ours_extra = list(QUICK_OURS_OVERRIDES) if args.quick else []
+    ours_extra += shlex.split(args.ours_overrides or "")
+    if args.beam_sweep:
+        for s in sweep_settings(args.sweep_widths, args.sweep_updates, args.sweep_epochs):
+            jobs.append({
+                "system": OURS, "setting": s["setting"], "split": "dev",
+                "func": "run_structperc", "replace": ("setting", s["setting"]),
+                "key": f"{OURS} | {s['setting']} | dev",
+                "kwargs": {"paths": paths, "out_dir": str(run_dir / OURS / C.slug(s["setting"])),
+                           "config": str(configs / "tagger.cfg"), "upos_config": None,
+                           "overrides": component_overrides(s["overrides"]) + s["extra"] + ours_extra,
+                           "code": args.code, "eval_split": "dev"},
+            })
+        return jobs
+    systems, ours_settings = parse_only(args.only)
+    if "crfsuite" in systems:
+        params = dict(CRF_PARAMS)
+        params.update({k: v for k, v in (("c1", args.crf_c1), ("c2", args.crf_c2),
+                                         ("max_iterations", args.crf_max_iterations))
+                       if v is not None})
+        if args.quick and args.crf_max_iterations is None:
+            params["max_iterations"] = QUICK_CRF_ITERATIONS
+        jobs.append({"system": "crfsuite", "setting": None, "split": "test",
+                     "func": "run_crfsuite", "replace": ("system", None), "key": "crfsuite",
+                     "kwargs": {"paths": paths, "out_dir": str(run_dir / "crfsuite"),
+                                "params": params}})
+    if "spacy" in systems:
+        max_steps = args.spacy_max_steps or (QUICK_SPACY_STEPS if args.quick else None)
+        extra = ["--training.eval_frequency", "100"] if args.quick else []
+        jobs.append({"system": "spacy", "setting": None, "split": "test",
+                     "func": "run_spacy", "replace": ("system", None), "key": "spacy",
+                     "kwargs": {"paths": paths, "out_dir": str(run_dir / "spacy"),
+                                "max_steps": max_steps, "extra_overrides": extra}})
+    if OURS in systems:
+        for s in STRUCTPERC_SETTINGS:
+            if ours_settings is not None and s["setting"] not in ours_settings:
+                continue
+            jobs.append({
+                "system": OURS, "setting": s["setting"], "split": "test",
+                "func": "run_structperc", "replace": ("setting", s["setting"]),
+                "key": f"{OURS} | {s['setting']}",
+                "kwargs": {"paths": paths, "out_dir": str(run_dir / OURS / C.slug(s["setting"])),
+                           "config": str(configs / "tagger.cfg"), "upos_config": upos_cfg_arg,
+                           "overrides": component_overrides(s["overrides"]) + ours_extra,
+                           "code": args.code},
+            })
+    return jobs
+
+
+# ---------------------------------------------------------------------------------------------
+# Plots (from the JSON only)
+
+_LOOKAHEAD = re.compile(r"lookahead (\d+)")
+_BEAM = re.compile(r"^beam (\d+), (standard|early|max-violation|latest|hybrid)")
+
+
+def _values(rows, **match) -> Dict[str, Dict[str, float]]:
+    """{setting: {metric: value}} for rows matching all of ``match``."""
+    out: Dict[str, Dict[str, float]] = {}
+    for r in rows:
+        if all(r.get(k) == v for k, v in match.items()):
+            out.setdefault(r["setting"], {})[r["metric"]] = r["value"]
+    return out
+
+
+def make_plots(results_path: Path, out_dir: Path) -> List[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    data = C.load_results(results_path)
+    rows = data.get("rows", [])
+    written: List[Path] = []
+
+    # Accuracy against beam width per update method (huang2012 Fig. 4a): the dev sweep if there
+    # is one, else the test rows of the main settings.
+    for split in ("dev", "test"):
+        by_setting = _values(rows, system=OURS, split=split)
+        lines: Dict[str, Dict[int, float]] = {}
+        for setting, metrics in by_setting.items():
+            m = _BEAM.match(setting)
+            if m and "tag_acc" in metrics:
+                lines.setdefault(m.group(2), {})[int(m.group(1))] = metrics["tag_acc"]
+        if lines:
+            break
+    if lines:
+        fig, ax = plt.subplots(figsize=(5.5, 4))
+        markers = {"max-violation": "o", "early": "s", "standard": "^", "latest": "v", "hybrid": "D"}
+        for update in sorted(lines, key=lambda u: list(markers).index(u) if u in markers else 9):
+            pts = sorted(lines[update].items())
+            ax.plot([p[0] for p in pts], [100 * p[1] for p in pts], marker=markers.get(update, "o"),
+                    label=update)
+        exact = by_setting.get("viterbi, order 2", {}).get("tag_acc")
+        if exact is not None:
+            ax.axhline(100 * exact, color="grey", linestyle="--", linewidth=1,
+                       label="viterbi, order 2")
+        widths = sorted({w for pts in lines.values() for w in pts})
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(widths)
+        ax.set_xticklabels([str(w) for w in widths])
+        ax.set_xlabel("beam width")
+        ax.set_ylabel(f"XPOS accuracy on {split} (%)")
+        ax.set_title(f"{OURS}: beam search update methods\nUD English EWT {split}")
+        ax.grid(alpha=0.3)
+        ax.legend()
+        fig.tight_layout()
+        path = out_dir / "tagger_beam.png"
+        fig.savefig(path, dpi=120)
+        plt.close(fig)
+        written.append(path)
+    else:
+        print("  no beam rows in the results yet: tagger_beam.png not drawn")
+
+    # Accuracy and words/s against lookahead depth (tsuruoka2011 Table 1).
+    pts = []
+    for setting, metrics in _values(rows, system=OURS, split="test").items():
+        m = _LOOKAHEAD.search(setting)
+        if m and "tag_acc" in metrics:
+            pts.append((int(m.group(1)), metrics["tag_acc"], metrics.get("predict_wps"),
+                        metrics.get("train_seconds")))
+    if pts:
+        pts.sort()
+        fig, ax = plt.subplots(figsize=(5.5, 4))
+        depths = [p[0] for p in pts]
+        ax.plot(depths, [100 * p[1] for p in pts], marker="o", color="C0", label="XPOS accuracy")
+        ax.set_xlabel("lookahead depth")
+        ax.set_ylabel("XPOS accuracy on test (%)", color="C0")
+        ax.set_xticks(depths)
+        ax2 = ax.twinx()
+        wps = [(p[0], p[2]) for p in pts if p[2]]
+        if wps:
+            ax2.plot([w[0] for w in wps], [w[1] for w in wps], marker="s", color="C1",
+                     linestyle="--", label="words/s")
+            ax2.set_yscale("log")
+            ax2.set_ylabel("prediction words/s (log)", color="C1")
+        ax.set_title(f"{OURS}: greedy decoding with lookahead\nUD English EWT test")
+        ax.grid(alpha=0.3)
+        handles = ax.get_legend_handles_labels()[0] + ax2.get_legend_handles_labels()[0]
+        ax.legend(handles, [h.get_label() for h in handles], loc="lower center")
+        fig.tight_layout()
+        path = out_dir / "tagger_lookahead.png"
+        fig.savefig(path, dpi=120)
+        plt.close(fig)
+        written.append(path)
+    else:
+        print("  no lookahead rows in the results yet: tagger_lookahead.png not drawn")
+    return written
+
+
+# ---------------------------------------------------------------------------------------------
+# Main
+
+
+def _csv(cast):
+    return lambda s: [cast(x) for x in s.split(",") if x.strip()]
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--data", type=Path, default=None,
+                   help="UD English EWT folder (default: $STRUCTPERC_DATA/ud_en_ewt, else "
+                        "../shared/data/ud_en_ewt from the repo root)")
+    p.add_argument("--work-dir", type=Path, default=C.DEFAULT_WORK_DIR,
+                   help="converted data, models and logs (default benchmarks/.work)")
+    p.add_argument("--results-dir", type=Path, default=None,
+                   help="where tagger.json and the plots go (default benchmarks/results; with "
+                        "--quick: WORK_DIR/quick-results)")
+    p.add_argument("--quick", action="store_true",
+                   help=f"smoke run: slices {QUICK_LIMITS}, short training")
+    p.add_argument("--only", default=None,
+                   help="comma-separated systems out of %s; or 'structperc_tagger:SETTING[;SETTING]'"
+                        % ",".join(SYSTEMS))
+    p.add_argument("--beam-sweep", action="store_true",
+                   help="run only the beam-width x update sweep of our tagger (XPOS, dev split)")
+    p.add_argument("--sweep-widths", type=_csv(int), default=list(SWEEP_WIDTHS))
+    p.add_argument("--sweep-updates", type=_csv(str), default=list(SWEEP_UPDATES))
+    p.add_argument("--sweep-epochs", type=int, default=None,
+                   help="--training.max_epochs for the sweep runs (default: the config's)")
+    p.add_argument("--spacy-max-steps", type=int, default=None,
+                   help="cap spaCy's training at this many steps (default: its config, 20000 "
+                        "steps max, stopped earlier by patience 1600)")
+    p.add_argument("--crf-c1", type=float, default=None)
+    p.add_argument("--crf-c2", type=float, default=None)
+    p.add_argument("--crf-max-iterations", type=int, default=None)
+    p.add_argument("--crf-tune", default=None, metavar="C1:C2,C1:C2,...",
+                   help="train XPOS CRFs for these (c1, c2) on train, print dev accuracy, exit")
+    p.add_argument("--configs", type=Path, default=C.REPO_ROOT / "configs",
+                   help="folder with tagger.cfg and tagger_upos.cfg")
+    p.add_argument("--code", default=None,
+                   help="Python file passed to spacy train --code and imported before loading "
+                        "our models (default: import spacy_structperc)")
+    p.add_argument("--ours-overrides", default=None,
+                   help="extra spacy train overrides for all our runs, e.g. "
+                        "'--training.max_epochs 5'")
+    p.add_argument("--xpos-only", action="store_true",
+                   help="skip our UPOS runs (no pos_acc for structperc_tagger)")
+    p.add_argument("--plots-only", action="store_true", help="redraw the plots from the JSON")
+    return p.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    data_dir = args.data or C.default_data_dir(DATASET)
+    work_dir = args.work_dir.resolve()
+    results_dir = (args.results_dir or (work_dir / "quick-results" if args.quick
+                                        else C.RESULTS_DIR)).resolve()
+    results_path = results_dir / f"{COMPONENT}.json"
+    if args.plots_only:
+        for path in make_plots(results_path, results_dir):
+            print(f"wrote {path}")
+        return 0
+
+    t_start = time.time()
+    print(f"data: {data_dir}\nwork: {work_dir}\nresults: {results_path}", flush=True)
+    prep = prepare_data(Path(data_dir), work_dir, args.quick)
+    paths = prep["paths"]
+    run_dir = work_dir / "runs" / ("quick" if args.quick else "full") / COMPONENT
+    me = Path(__file__).resolve()
+
+    if args.crf_tune:
+        results = []
+        for pair in args.crf_tune.split(","):
+            c1, c2 = (float(x) for x in pair.split(":"))
+            params = dict(CRF_PARAMS, c1=c1, c2=c2)
+            if args.crf_max_iterations:
+                params["max_iterations"] = args.crf_max_iterations
+            name = f"crf-tune-c1-{c1}-c2-{c2}-it{params['max_iterations']}"
+            res = C.run_child(me, "crf_tune_point",
+                              {"paths": paths, "out_dir": str(run_dir / name), "params": params},
+                              log_path=run_dir / "logs" / f"{name}.log")
+            print(f"  c1={c1} c2={c2} iters={params['max_iterations']}: dev tag_acc "
+                  f"{res['dev_tag_acc']:.4f}, train {res['train_seconds']:.0f}s", flush=True)
+            results.append(res)
+        (run_dir / "crf_tune.json").write_text(json.dumps(results, indent=1))
+        data = C.load_results(results_path)
+        if data and not args.quick:
+            data["crf_tuning"] = {"split": "dev", "metric": "tag_acc", "points": results}
+            C.write_results(results_path, COMPONENT, data.pop("rows"),
+                            **{k: v for k, v in data.items() if k != "component"})
+        return 0
+
+    jobs = build_jobs(args, paths, run_dir)
+    if not jobs:
+        print("nothing to run")
+        return 0
+    new_rows: List[Dict[str, Any]] = []
+    replaced: List[Dict[str, Any]] = []
+    details: Dict[str, Any] = {}
+    errors: Dict[str, str] = {}
+    for n, job in enumerate(jobs, 1):
+        label = job["key"]
+        log = run_dir / "logs" / f"{C.slug(label)}.log"
+        print(f"[{n}/{len(jobs)}] {label} (log: {log})", flush=True)
+        if job["func"] == "run_structperc" and not Path(job["kwargs"]["config"]).exists():
+            errors[label] = f"{job['kwargs']['config']} does not exist yet"
+            print(f"  skipped: {errors[label]}", flush=True)
+            continue
+        try:
+            with C.Timer() as t:
+                res = C.run_child(me, job["func"], job["kwargs"], log_path=log)
+        except Exception as err:  # one system failing should not lose the others' results
+            errors[label] = str(err)
+            print(f"  FAILED: {err}", flush=True)
+            continue
+        setting = job["setting"] or res["setting"]
+        metrics = dict(res["metrics"])
+        metrics["peak_rss_mb"] = res["peak_rss_mb"]
+        for metric, value in metrics.items():
+            if value is not None:
+                new_rows.append(C.make_row(job["system"], setting, metric, value,
+                                           dataset=DATASET, split=job["split"]))
+        replaced.append(job)
+        det = dict(res.get("details", {}))
+        det.update({"setting": setting, "split": job["split"],
+                    "peak_rss_self_mb": res.get("peak_rss_self_mb"),
+                    "child_seconds": res.get("child_seconds")})
+        details[job["key"]] = det
+        shown = ", ".join(f"{k}={v:.4f}" if isinstance(v, float) and v < 1.5 else f"{k}={v:,.0f}"
+                          for k, v in metrics.items() if v is not None)
+        print(f"  {setting}: {shown}  ({t.seconds:.0f}s)", flush=True)
+
+    def is_replaced(row) -> bool:
+        for job in replaced:
+            if row["system"] != job["system"] or row["split"] != job["split"]:
+                continue
+            kind, value = job["replace"]
+            if kind == "system" or row["setting"] == job["setting"]:
+                return True
+        return False
+
+    old = C.load_results(results_path)
+    rows = C.merge_rows(old.get("rows", []), new_rows, is_replaced)
+    all_details = dict(old.get("details", {}))
+    all_details.update(details)
+    extra = {k: v for k, v in old.items() if k not in ("component", "rows", "details")}
+    extra.update({
+        "machine": C.machine_info(),
+        "date": C.now_iso(),
+        "git": C.git_revision(),
+        "command": "python benchmarks/bench_tagger.py " + " ".join(shlex.quote(a) for a in
+                                                                  (argv or sys.argv[1:])),
+        "quick": bool(args.quick),
+        "data": {"dir": str(data_dir), "counts": corpus_counts(paths)},
+        "notes": NOTES,
+        "details": all_details,
+    })
+    if errors:
+        extra["errors_last_run"] = errors
+    else:
+        extra.pop("errors_last_run", None)
+    if new_rows:
+        C.write_results(results_path, COMPONENT, rows, **extra)
+        print(f"wrote {results_path} ({len(new_rows)} new rows, {len(rows)} in all)")
+    for path in make_plots(results_path, results_dir):
+        print(f"wrote {path}")
+    print(f"done in {time.time() - t_start:.0f}s" + (f"; {len(errors)} failed: {sorted(errors)}"
+                                                     if errors else ""))
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

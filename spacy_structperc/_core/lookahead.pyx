@@ -1,0 +1,195 @@
+# cython: infer_types=True
+"""Greedy history-based decoding with depth-D lookahead and the margin perceptron.
+
+tsuruoka2011 Fig. 2 (SEARCH) and Fig. 3 (UPDATEWEIGHT), written against the TransitionSystem
+interface so taggers, chunkers and parsers share it. A decision's value is the score of the best
+path of 1 + D actions that starts with it; scores add up along a path, which is the incremental
+form of w . Phi(leaf state) minus the shared history.
+"""
+from libc.stdlib cimport malloc, free
+from libc.string cimport memcpy
+from libc.math cimport INFINITY
+from cpython.exc cimport PyErr_CheckSignals
+import numpy
+
+from .typedefs cimport weight_t
+from .transition cimport TransitionSystem, update_paths
+
+
+cdef class Lookahead:
+    """Scratch space for searches of a fixed depth over one transition system."""
+    cdef TransitionSystem system
+    cdef readonly int depth
+    cdef char* states      # (depth + 2) state blobs, one per level
+    cdef weight_t* scores  # (depth + 2) x n_actions
+    cdef int* paths        # (depth + 2) x (depth + 1): best continuation found under each level
+    cdef int* root_paths   # n_actions x (depth + 1): best path starting with each first action
+    cdef double* values    # n_actions: value of each first action
+    cdef char* scratch
+
+    def __cinit__(self, TransitionSystem system, int depth):
+        if depth < 0:
+            raise ValueError(f"lookahead depth must be >= 0, got {depth}")
+        self.system = system
+        self.depth = depth
+        L = depth + 2
+        self.states = <char*>malloc(L * system.state_size)
+        self.scores = <weight_t*>malloc(L * system.n_actions * sizeof(weight_t))
+        self.paths = <int*>malloc(L * (depth + 1) * sizeof(int))
+        self.root_paths = <int*>malloc(system.n_actions * (depth + 1) * sizeof(int))
+        self.values = <double*>malloc(system.n_actions * sizeof(double))
+        self.scratch = <char*>malloc(2 * system.state_size + 1)
+        if not (self.states and self.scores and self.paths and self.root_paths and self.values
+                and self.scratch):
+            raise MemoryError()
+
+    def __dealloc__(self):
+        free(self.states); free(self.scores); free(self.paths)
+        free(self.root_paths); free(self.values); free(self.scratch)
+
+    cdef double search(self, int level, const void* state, int depth, int* path_len) noexcept nogil:
+        """SEARCH(d, S): the best score over `depth` further actions from `state`.
+
+        The best continuation is written to paths[level]; its length (shorter than `depth` when
+        the state becomes final) to path_len.
+        """
+        cdef int D1 = self.depth + 1
+        path_len[0] = 0
+        if depth == 0 or self.system.is_final(state):
+            return 0.0
+        cdef weight_t* scores = &self.scores[level * self.system.n_actions]
+        cdef void* child = &self.states[(level + 1) * self.system.state_size]
+        cdef int a, child_len
+        cdef double v, best = -INFINITY
+        self.system.score(state, scores)
+        for a in range(self.system.n_actions):
+            if scores[a] == -INFINITY:
+                continue
+            memcpy(child, state, self.system.state_size)
+            self.system.transition(child, a)
+            v = scores[a] + self.search(level + 1, child, depth - 1, &child_len)
+            if v > best:
+                best = v
+                self.paths[level * D1] = a
+                memcpy(&self.paths[level * D1 + 1], &self.paths[(level + 1) * D1],
+                       child_len * sizeof(int))
+                path_len[0] = 1 + child_len
+        return best
+
+    cdef int evaluate(self, const void* state, int* lengths) noexcept nogil:
+        """Value every first action from `state` (-inf when invalid); return how many are valid."""
+        cdef int D1 = self.depth + 1
+        cdef weight_t* scores = &self.scores[0]
+        cdef void* child = &self.states[self.system.state_size]
+        cdef int a, n_valid = 0, tail
+        self.system.score(state, scores)
+        for a in range(self.system.n_actions):
+            self.values[a] = -INFINITY
+            lengths[a] = 0
+            if scores[a] == -INFINITY:
+                continue
+            n_valid += 1
+            memcpy(child, state, self.system.state_size)
+            self.system.transition(child, a)
+            # The scores buffer of level 0 is reused by SEARCH at level 1 onwards only from
+            # level 1's slot, so scores[a] is still intact here.
+            self.values[a] = scores[a] + self.search(1, child, self.depth, &tail)
+            self.root_paths[a * D1] = a
+            memcpy(&self.root_paths[a * D1 + 1], &self.paths[D1], tail * sizeof(int))
+            lengths[a] = 1 + tail
+        return n_valid
+
+
+cdef int _argmax(const double* values, int n, int skip, double penalty) noexcept nogil:
+    cdef int a, best_a = -1
+    cdef double v, best = -INFINITY
+    for a in range(n):
+        v = values[a]
+        if v == -INFINITY:
+            continue
+        if a == skip:
+            v -= penalty
+        if best_a < 0 or v > best:
+            best = v
+            best_a = a
+    return best_a
+
+
+def decode(TransitionSystem system, int depth=0):
+    """Greedy decoding with depth-`depth` lookahead; returns the action sequence."""
+    cdef Lookahead la = Lookahead(system, depth)
+    cdef int n_steps = system.max_steps()
+    out = numpy.zeros((n_steps,), dtype=numpy.int32)
+    cdef int[::1] o = out
+    cdef int* lengths = <int*>malloc(system.n_actions * sizeof(int))
+    cdef char* state = <char*>malloc(system.state_size)
+    cdef int t = 0, a
+    try:
+        with nogil:
+            system.init_state(state)
+            while not system.is_final(state) and t < n_steps:
+                la.evaluate(state, lengths)
+                a = _argmax(la.values, system.n_actions, -1, 0.0)
+                if a < 0:
+                    break
+                o[t] = a
+                t += 1
+                system.transition(state, a)
+    finally:
+        free(lengths)
+        free(state)
+    if t < n_steps:
+        raise ValueError(f"no valid action after {t} steps: the constraints admit no complete analysis")
+    return out
+
+
+def train(TransitionSystem system, int depth=0, float margin=0.0, bint record=False):
+    """One pass of the lookahead margin perceptron (tsuruoka2011 Fig. 3) over the bound input.
+
+    Decisions follow the gold history (the oracle's action); where the gold action is unknown
+    (-1) the model's own choice is followed and no update is made. Returns
+    (n_updates, n_errors, records): errors count decisions whose unpenalised argmax was wrong;
+    with `record`, records holds (correct_path, predicted_path, w . (Phi(c) - Phi(p))) per update,
+    measured before the update, for the guarantees the tests check.
+    """
+    cdef Lookahead la = Lookahead(system, depth)
+    cdef int n_steps = system.max_steps()
+    cdef int D1 = depth + 1
+    cdef int* lengths = <int*>malloc(system.n_actions * sizeof(int))
+    cdef char* state = <char*>malloc(system.state_size)
+    cdef char* scratch = <char*>malloc(2 * system.state_size + 1)
+    cdef int t = 0, a_gold, a_star, a_plain, n_updates = 0, n_errors = 0, k
+    records = [] if record else None
+    if not (lengths and state and scratch):
+        raise MemoryError()
+    try:
+        system.init_state(state)
+        while not system.is_final(state) and t < n_steps:
+            if t % 256 == 0:
+                PyErr_CheckSignals()
+            with nogil:
+                la.evaluate(state, lengths)
+                a_gold = system.gold_action(state)
+                if a_gold >= 0 and la.values[a_gold] == -INFINITY:
+                    a_gold = -1   # the gold action is invalid here: nothing to learn from it
+                a_plain = _argmax(la.values, system.n_actions, -1, 0.0)
+                a_star = _argmax(la.values, system.n_actions, a_gold, margin) if a_gold >= 0 else a_plain
+            if a_plain < 0:
+                break
+            if a_gold >= 0 and a_plain != a_gold:
+                n_errors += 1
+            if a_gold >= 0 and a_star != a_gold:
+                if record:
+                    g = [la.root_paths[a_gold * D1 + k] for k in range(lengths[a_gold])]
+                    p = [la.root_paths[a_star * D1 + k] for k in range(lengths[a_star])]
+                    records.append((t, g, p, float(la.values[a_gold] - la.values[a_star])))
+                # Both paths leave the current state, whose history they share.
+                update_paths(system, state, &la.root_paths[a_gold * D1], lengths[a_gold],
+                             &la.root_paths[a_star * D1], lengths[a_star], 1.0, scratch)
+                n_updates += 1
+            a = a_gold if a_gold >= 0 else a_plain
+            t += 1
+            system.transition(state, a)
+    finally:
+        free(lengths); free(state); free(scratch)
+    return n_updates, n_errors, records

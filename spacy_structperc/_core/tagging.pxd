@@ -1,0 +1,36 @@
+from libc.stdint cimport int64_t
+from .typedefs cimport hash_t, atom_t, class_t, weight_t
+from .templates cimport TemplateSet, MAX_HIST
+from .transition cimport TransitionSystem
+
+
+cdef struct TagStateC:
+    int i                   # the next position to label
+    class_t hist[MAX_HIST]  # hist[0] is the previous decision; -1 before the start
+
+
+cdef class TagSystem(TransitionSystem):
+    """Sequence labelling as transitions: one action per token, the action being the label.
+
+    A sentence is bound with `set_sentence`. Static feature keys are extracted once per sentence and
+    their class scores cached per position (refreshed when the weights change), so lookahead and
+    beam search pay only for the history features of each node.
+    """
+    cdef readonly TemplateSet templates
+    cdef readonly int n_tokens
+    cdef object _atoms, _gold, _allowed, _allowed_trans
+    cdef const atom_t* atoms
+    cdef const class_t* gold
+    cdef const unsigned char* allowed        # n_tokens x n_actions, or NULL
+    cdef const unsigned char* allowed_trans  # (n_actions + 1) x n_actions, row n_actions = start
+    cdef hash_t* static_keys                 # n_tokens x n_static
+    cdef int* n_static_keys
+    cdef weight_t* static_scores             # n_tokens x n_actions
+    cdef int64_t* static_version
+    cdef hash_t* _keys
+    cdef size_t _buffer_tokens
+
+    cdef int _reserve(self, size_t n) except -1
+    cdef const weight_t* static_row(self, int i) noexcept nogil
+    cdef void history_scores(self, int i, const class_t* hist, weight_t* out) noexcept nogil
+    cdef bint is_allowed(self, int i, int prev, int action) noexcept nogil

@@ -1,0 +1,231 @@
+# cython: infer_types=True
+"""Exact first- and second-order Viterbi over a TagSystem, and the perceptron trained with it."""
+from libc.stdlib cimport malloc, calloc, free
+from libc.math cimport INFINITY
+import numpy
+
+from .typedefs cimport class_t, weight_t
+from .templates cimport MAX_HIST
+from .tagging cimport TagSystem
+
+
+cdef weight_t* _history_table(TagSystem system, int order) except NULL:
+    """Scores of the history templates for every history, when they read no atoms.
+
+    Row index: prev (order 1) or pprev * (m + 1) + prev (order 2), with m standing for "start".
+    """
+    cdef int m = system.n_actions
+    cdef int n_hist = (m + 1) if order == 1 else (m + 1) * (m + 1)
+    cdef weight_t* table = <weight_t*>malloc(n_hist * m * sizeof(weight_t))
+    if table == NULL:
+        raise MemoryError()
+    cdef class_t hist[MAX_HIST]
+    cdef int k, h
+    for k in range(MAX_HIST):
+        hist[k] = -1
+    with nogil:
+        for h in range(n_hist):
+            if order == 1:
+                hist[0] = h if h < m else -1
+            else:
+                hist[1] = h // (m + 1) if h // (m + 1) < m else -1
+                hist[0] = h % (m + 1) if h % (m + 1) < m else -1
+            system.history_scores(0, hist, &table[h * m])
+    return table
+
+
+cdef double _viterbi1(TagSystem system, int* out) except? -1:
+    cdef int n = system.n_tokens, m = system.n_actions
+    cdef double* delta = <double*>malloc(n * m * sizeof(double))
+    cdef int* back = <int*>malloc(n * m * sizeof(int))
+    cdef weight_t* hs = <weight_t*>malloc(m * sizeof(weight_t))
+    cdef weight_t* table = NULL
+    cdef class_t hist[MAX_HIST]
+    cdef int i, p, c, k, best_c
+    cdef double v, best
+    cdef const weight_t* static
+    cdef const weight_t* h
+    if delta == NULL or back == NULL or hs == NULL:
+        free(delta); free(back); free(hs)
+        raise MemoryError()
+    if system.templates.pure_history:
+        table = _history_table(system, 1)
+    for k in range(MAX_HIST):
+        hist[k] = -1
+    with nogil:
+        for i in range(n):
+            static = system.static_row(i)
+            for c in range(m):
+                delta[i * m + c] = -INFINITY
+                back[i * m + c] = -1
+            for p in range(-1 if i == 0 else 0, 0 if i == 0 else m):
+                if i > 0 and delta[(i - 1) * m + p] == -INFINITY:
+                    continue
+                if table != NULL:
+                    h = &table[(p if p >= 0 else m) * m]
+                else:
+                    hist[0] = p
+                    system.history_scores(i, hist, hs)
+                    h = hs
+                for c in range(m):
+                    if not system.is_allowed(i, p, c):
+                        continue
+                    v = (delta[(i - 1) * m + p] if i > 0 else 0.0) + h[c]
+                    if v > delta[i * m + c]:
+                        delta[i * m + c] = v
+                        back[i * m + c] = p
+            for c in range(m):
+                if delta[i * m + c] != -INFINITY:
+                    delta[i * m + c] += static[c]
+        best = -INFINITY
+        best_c = -1
+        if n > 0:
+            for c in range(m):
+                if delta[(n - 1) * m + c] > best:
+                    best = delta[(n - 1) * m + c]
+                    best_c = c
+            c = best_c
+            i = n - 1
+            while i >= 0 and c >= 0:
+                out[i] = c
+                c = back[i * m + c]
+                i -= 1
+    free(delta); free(back); free(hs); free(table)
+    if n > 0 and best_c < 0:
+        raise ValueError("no label sequence satisfies the constraints")
+    return best if n > 0 else 0.0
+
+
+cdef double _viterbi2(TagSystem system, int* out) except? -1:
+    # delta[i, p, c]: best score of a prefix ending in labels (p, c) at positions (i-1, i); p == m
+    # stands for "before the start".
+    cdef int n = system.n_tokens, m = system.n_actions
+    cdef int M = m + 1
+    cdef double* delta = <double*>malloc(max(1, n * M * m) * sizeof(double))
+    cdef int* back = <int*>malloc(max(1, n * M * m) * sizeof(int))
+    cdef weight_t* hs = <weight_t*>malloc(m * sizeof(weight_t))
+    cdef weight_t* table = NULL
+    cdef class_t hist[MAX_HIST]
+    cdef int i, p, pp, c, k, best_p, best_c
+    cdef double v, best, prev_score
+    cdef const weight_t* static
+    cdef const weight_t* h
+    if delta == NULL or back == NULL or hs == NULL:
+        free(delta); free(back); free(hs)
+        raise MemoryError()
+    if system.templates.pure_history:
+        table = _history_table(system, 2)
+    for k in range(MAX_HIST):
+        hist[k] = -1
+    with nogil:
+        for k in range(n * M * m):
+            delta[k] = -INFINITY
+            back[k] = -1
+        for i in range(n):
+            static = system.static_row(i)
+            for p in range(M):
+                if (i == 0) != (p == m):
+                    continue
+                for pp in range(M):
+                    if i <= 1 and pp != m:
+                        continue
+                    if i >= 2 and pp == m:
+                        continue
+                    if i == 0:
+                        prev_score = 0.0
+                    else:
+                        prev_score = delta[((i - 1) * M + pp) * m + p]
+                        if prev_score == -INFINITY:
+                            continue
+                    if table != NULL:
+                        h = &table[(pp * M + p) * m]
+                    else:
+                        hist[0] = p if p < m else -1
+                        hist[1] = pp if pp < m else -1
+                        system.history_scores(i, hist, hs)
+                        h = hs
+                    for c in range(m):
+                        if not system.is_allowed(i, p if p < m else -1, c):
+                            continue
+                        v = prev_score + h[c] + static[c]
+                        if v > delta[(i * M + p) * m + c]:
+                            delta[(i * M + p) * m + c] = v
+                            back[(i * M + p) * m + c] = pp
+        best = -INFINITY
+        best_p = best_c = -1
+        if n > 0:
+            for p in range(M):
+                for c in range(m):
+                    if delta[((n - 1) * M + p) * m + c] > best:
+                        best = delta[((n - 1) * M + p) * m + c]
+                        best_p = p
+                        best_c = c
+            i = n - 1
+            p = best_p
+            c = best_c
+            while i >= 0 and c >= 0:
+                out[i] = c
+                pp = back[(i * M + p) * m + c]
+                c = p
+                p = pp
+                i -= 1
+    free(delta); free(back); free(hs); free(table)
+    if n > 0 and best_c < 0:
+        raise ValueError("no label sequence satisfies the constraints")
+    return best if n > 0 else 0.0
+
+
+def viterbi(TagSystem system, int order=1):
+    """The highest-scoring label sequence for the bound sentence, and its score."""
+    if order not in (1, 2):
+        raise ValueError(f"order must be 1 or 2, got {order}")
+    if system.templates.max_history > order:
+        raise ValueError(
+            f"the feature templates read {system.templates.max_history} previous labels, more than "
+            f"an order-{order} Viterbi can account for; use order={system.templates.max_history} "
+            "or a greedy/beam decoder"
+        )
+    out = numpy.zeros((system.n_tokens,), dtype=numpy.int32)
+    cdef int[::1] o = out
+    cdef int* ptr = &o[0] if system.n_tokens else NULL
+    score = _viterbi1(system, ptr) if order == 1 else _viterbi2(system, ptr)
+    return out, score
+
+
+def train_viterbi(TagSystem system, int order=1):
+    """One structured-perceptron step (Collins 2002) on the bound sentence.
+
+    Labels that are missing from the gold (-1) are filled with the best completion consistent with
+    the known ones, so partially annotated sentences teach what they know and nothing else.
+    Returns (n_wrong_tokens, violation) where violation = w . (Phi(y) - Phi(z)) before the update.
+    """
+    gold = system.gold_labels
+    predicted, z_score = viterbi(system, order)
+    if (gold < 0).all():
+        return 0, 0.0
+    if (gold < 0).any():
+        gold = _complete(system, gold, order)
+    n_wrong = int(((predicted != gold) & (system.gold_labels >= 0)).sum())
+    violation = 0.0
+    if (predicted != gold).any():
+        violation = system.score_path(gold) - system.score_path(predicted)
+        system.update_with_paths(gold, predicted)
+    return n_wrong, violation
+
+
+def _complete(TagSystem system, gold, int order):
+    """Best label sequence agreeing with every known gold label."""
+    allowed_before = system._allowed
+    mask = numpy.ones((system.n_tokens, system.n_actions), dtype=numpy.uint8)
+    if allowed_before is not None:
+        mask &= allowed_before
+    known = gold >= 0
+    mask[known] = 0
+    mask[known, gold[known]] = 1
+    atoms, labels = system._atoms, system._gold
+    system.set_sentence(atoms, labels, mask)
+    try:
+        completed, _ = viterbi(system, order)
+    finally:
+        system.set_sentence(atoms, labels, allowed_before)
+    return completed

@@ -1,0 +1,35 @@
+from libc.stdint cimport int64_t
+from .typedefs cimport hash_t, weight_t
+
+
+cdef class AveragedWeights:
+    """Hashed feature -> dense row of `n_classes` float32 weights, with lazy averaging.
+
+    Averaging uses Daume's form: an update of `delta` made while `clock` examples have completed
+    also adds `clock * delta` to an accumulator, and the average after `clock` examples is
+    `W - U / clock`. The clock ticks once per training example, mistake or not.
+    """
+    cdef readonly int n_classes
+    cdef hash_t* _keys          # open addressing table; 0 marks an empty bucket
+    cdef int64_t* _slots        # bucket -> row index
+    cdef size_t _capacity       # buckets, a power of two
+    cdef readonly size_t n_rows
+    cdef size_t _rows_capacity
+    cdef weight_t* _W           # current weights, n_rows x n_classes
+    cdef double* _U             # Daume accumulator for the average
+    cdef weight_t* _avg         # averaged view, produced on demand
+    cdef bint _avg_valid
+    cdef readonly bint use_averages
+    cdef readonly int64_t clock
+    cdef readonly int64_t version   # bumps on every change, so callers can cache derived scores
+
+    cdef int64_t find(self, hash_t key) noexcept nogil
+    cdef int64_t _insert(self, hash_t key) except -1 nogil
+    cdef int _grow_table(self) except -1 nogil
+    cdef int _grow_rows(self, size_t n) except -1 nogil
+    cdef const weight_t* row(self, hash_t key) noexcept nogil
+    cdef void add_rows(self, const hash_t* keys, int n_keys, weight_t* scores) noexcept nogil
+    cdef void add_column(self, const hash_t* keys, int n_keys, int clas, weight_t* score) noexcept nogil
+    cdef int update(self, hash_t key, int clas, weight_t delta) except -1 nogil
+    cdef int update_many(self, const hash_t* keys, int n_keys, int clas, weight_t delta) except -1 nogil
+    cdef void tick(self) noexcept nogil

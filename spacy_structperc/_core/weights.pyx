@@ -1,0 +1,380 @@
+# cython: infer_types=True
+"""Averaged weights over hashed features: the one parameter store every component shares."""
+from libc.stdlib cimport calloc, free, realloc
+from libc.string cimport memcpy, memset
+from libc.stdint cimport int64_t, uint64_t
+cimport cython
+import numpy
+
+from .typedefs cimport hash_t, weight_t
+
+DEF_MIN_BUCKETS = 1024
+
+
+cdef inline size_t _bucket(hash_t key, size_t mask) noexcept nogil:
+    # Keys are already well mixed 64-bit hashes; fold the high bits in anyway.
+    return <size_t>((key ^ (key >> 29)) & mask)
+
+
+cdef size_t _round_pow2(size_t n) noexcept nogil:
+    cdef size_t p = 1
+    while p < n:
+        p <<= 1
+    return p
+
+
+cdef class AveragedWeights:
+    def __cinit__(self, int n_classes, size_t n_buckets=1 << 16):
+        if n_classes < 1:
+            raise ValueError(f"n_classes must be positive, got {n_classes}")
+        self.n_classes = n_classes
+        self._capacity = _round_pow2(max(n_buckets, DEF_MIN_BUCKETS))
+        self._keys = <hash_t*>calloc(self._capacity, sizeof(hash_t))
+        self._slots = <int64_t*>calloc(self._capacity, sizeof(int64_t))
+        self._rows_capacity = 0
+        self.n_rows = 0
+        self._W = NULL
+        self._U = NULL
+        self._avg = NULL
+        self._avg_valid = False
+        self.use_averages = False
+        self.clock = 0
+        self.version = 0
+        if self._keys == NULL or self._slots == NULL:
+            raise MemoryError()
+
+    def __dealloc__(self):
+        free(self._keys)
+        free(self._slots)
+        free(self._W)
+        free(self._U)
+        free(self._avg)
+
+    @property
+    def n_buckets(self):
+        return self._capacity
+
+    cdef int64_t find(self, hash_t key) noexcept nogil:
+        if key == 0:
+            key = 1
+        cdef size_t mask = self._capacity - 1
+        cdef size_t b = _bucket(key, mask)
+        while self._keys[b] != 0:
+            if self._keys[b] == key:
+                return self._slots[b]
+            b = (b + 1) & mask
+        return -1
+
+    cdef int64_t _insert(self, hash_t key) except -1 nogil:
+        """Return the row of key, creating a zero row if it is new."""
+        if key == 0:
+            key = 1
+        cdef size_t mask = self._capacity - 1
+        cdef size_t b = _bucket(key, mask)
+        while self._keys[b] != 0:
+            if self._keys[b] == key:
+                return self._slots[b]
+            b = (b + 1) & mask
+        if (self.n_rows + 1) * 2 > self._capacity:
+            self._grow_table()
+            return self._insert(key)
+        if self.n_rows == self._rows_capacity:
+            self._grow_rows(max(self._rows_capacity * 2, 1024))
+        cdef int64_t row = self.n_rows
+        self._keys[b] = key
+        self._slots[b] = row
+        self.n_rows += 1
+        memset(&self._W[row * self.n_classes], 0, self.n_classes * sizeof(weight_t))
+        memset(&self._U[row * self.n_classes], 0, self.n_classes * sizeof(double))
+        return row
+
+    cdef int _grow_table(self) except -1 nogil:
+        cdef size_t old_capacity = self._capacity
+        cdef hash_t* old_keys = self._keys
+        cdef int64_t* old_slots = self._slots
+        cdef size_t new_capacity = old_capacity * 2
+        cdef hash_t* keys = <hash_t*>calloc(new_capacity, sizeof(hash_t))
+        cdef int64_t* slots = <int64_t*>calloc(new_capacity, sizeof(int64_t))
+        if keys == NULL or slots == NULL:
+            free(keys)
+            free(slots)
+            with gil:
+                raise MemoryError("could not grow the feature table")
+        cdef size_t mask = new_capacity - 1
+        cdef size_t i, b
+        for i in range(old_capacity):
+            if old_keys[i] != 0:
+                b = _bucket(old_keys[i], mask)
+                while keys[b] != 0:
+                    b = (b + 1) & mask
+                keys[b] = old_keys[i]
+                slots[b] = old_slots[i]
+        self._keys = keys
+        self._slots = slots
+        self._capacity = new_capacity
+        free(old_keys)
+        free(old_slots)
+        return 0
+
+    cdef int _grow_rows(self, size_t n) except -1 nogil:
+        cdef size_t C = self.n_classes
+        cdef weight_t* W = <weight_t*>realloc(self._W, n * C * sizeof(weight_t))
+        if W == NULL:
+            with gil:
+                raise MemoryError("could not grow the weight rows")
+        self._W = W
+        cdef double* U = <double*>realloc(self._U, n * C * sizeof(double))
+        if U == NULL:
+            with gil:
+                raise MemoryError("could not grow the weight rows")
+        self._U = U
+        free(self._avg)
+        self._avg = NULL
+        self._avg_valid = False
+        self._rows_capacity = n
+        return 0
+
+    cdef const weight_t* row(self, hash_t key) noexcept nogil:
+        cdef int64_t r = self.find(key)
+        if r < 0:
+            return NULL
+        if self.use_averages:
+            return &self._avg[r * self.n_classes]
+        return &self._W[r * self.n_classes]
+
+    cdef void add_rows(self, const hash_t* keys, int n_keys, weight_t* scores) noexcept nogil:
+        cdef int i, c
+        cdef const weight_t* w
+        cdef int C = self.n_classes
+        for i in range(n_keys):
+            w = self.row(keys[i])
+            if w != NULL:
+                for c in range(C):
+                    scores[c] += w[c]
+
+    cdef void add_column(self, const hash_t* keys, int n_keys, int clas, weight_t* score) noexcept nogil:
+        cdef int i
+        cdef const weight_t* w
+        for i in range(n_keys):
+            w = self.row(keys[i])
+            if w != NULL:
+                score[0] += w[clas]
+
+    cdef int update(self, hash_t key, int clas, weight_t delta) except -1 nogil:
+        if delta == 0:
+            return 0
+        cdef int64_t r = self._insert(key)
+        cdef int64_t idx = r * self.n_classes + clas
+        self._W[idx] += delta
+        self._U[idx] += <double>self.clock * <double>delta
+        self._avg_valid = False
+        self.version += 1
+        return 0
+
+    cdef int update_many(self, const hash_t* keys, int n_keys, int clas, weight_t delta) except -1 nogil:
+        cdef int i
+        for i in range(n_keys):
+            self.update(keys[i], clas, delta)
+        return 0
+
+    cdef void tick(self) noexcept nogil:
+        self.clock += 1
+
+    def next_example(self):
+        """Tick the averaging clock: call once per training example, mistake or not."""
+        self.tick()
+
+    def average(self):
+        """Compute the averaged view (W - U / clock), if updates have invalidated it."""
+        if self._avg_valid:
+            return
+        cdef size_t n = self.n_rows * self.n_classes
+        if self._avg == NULL and self._rows_capacity > 0:
+            self._avg = <weight_t*>calloc(self._rows_capacity * self.n_classes, sizeof(weight_t))
+            if self._avg == NULL:
+                raise MemoryError()
+        cdef size_t i
+        cdef double t = <double>self.clock
+        with nogil:
+            if self.clock == 0:
+                for i in range(n):
+                    self._avg[i] = self._W[i]
+            else:
+                for i in range(n):
+                    self._avg[i] = <weight_t>(<double>self._W[i] - self._U[i] / t)
+        self._avg_valid = True
+
+    def set_use_averages(self, bint value):
+        """Score with the averaged view (prediction) or the current weights (training)."""
+        if value:
+            self.average()
+        self.use_averages = value
+        self.version += 1
+
+    def reset_to_average(self):
+        """Replace the current weights by the averaged ones, keeping the running average exact.
+
+        The jump is recorded as an ordinary update at the current clock, so the average over all
+        examples stays correct (sun2009's modified parameter averaging).
+        """
+        self.average()
+        cdef size_t i, n = self.n_rows * self.n_classes
+        cdef double delta
+        for i in range(n):
+            delta = <double>self._avg[i] - <double>self._W[i]
+            self._W[i] = self._avg[i]
+            self._U[i] += <double>self.clock * delta
+        self._avg_valid = False
+        self.version += 1
+
+    def resize(self, int n_classes):
+        """Grow the number of classes, keeping existing weights; new columns start at zero."""
+        if n_classes < self.n_classes:
+            raise ValueError("AveragedWeights can only grow")
+        if n_classes == self.n_classes:
+            return
+        cdef size_t r, C_old = self.n_classes, C = n_classes
+        cdef size_t cap = max(self._rows_capacity, 1)
+        cdef weight_t* W = <weight_t*>calloc(cap * C, sizeof(weight_t))
+        cdef double* U = <double*>calloc(cap * C, sizeof(double))
+        if W == NULL or U == NULL:
+            free(W)
+            free(U)
+            raise MemoryError()
+        for r in range(self.n_rows):
+            memcpy(&W[r * C], &self._W[r * C_old], C_old * sizeof(weight_t))
+            memcpy(&U[r * C], &self._U[r * C_old], C_old * sizeof(double))
+        free(self._W)
+        free(self._U)
+        free(self._avg)
+        self._W = W
+        self._U = U
+        self._avg = NULL
+        self._avg_valid = False
+        self._rows_capacity = cap
+        self.n_classes = n_classes
+        self.version += 1
+
+    # Python-level access, for tests and for the component layer.
+
+    def get(self, uint64_t key, int clas, bint averaged=False):
+        cdef int64_t r = self.find(key)
+        if r < 0:
+            return 0.0
+        if averaged:
+            self.average()
+            return float(self._avg[r * self.n_classes + clas])
+        return float(self._W[r * self.n_classes + clas])
+
+    def add(self, uint64_t key, int clas, float delta):
+        if not 0 <= clas < self.n_classes:
+            raise IndexError(f"class {clas} out of range for {self.n_classes} classes")
+        self.update(key, clas, delta)
+
+    def score(self, keys):
+        """Sum the rows of `keys` (a sequence of uint64) into a vector of class scores."""
+        cdef uint64_t[::1] k = numpy.ascontiguousarray(keys, dtype=numpy.uint64)
+        out = numpy.zeros((self.n_classes,), dtype=numpy.float32)
+        cdef float[::1] o = out
+        if k.shape[0]:
+            self.add_rows(&k[0], k.shape[0], &o[0])
+        return out
+
+    def to_arrays(self, bint averaged=True, bint prune=True):
+        """Return (keys, weights): keys sorted ascending so identical models give identical bytes.
+
+        With `prune`, rows whose weights are all zero are dropped.
+        """
+        if averaged:
+            self.average()
+        cdef size_t C = self.n_classes
+        keys = numpy.zeros((self.n_rows,), dtype=numpy.uint64)
+        rows = numpy.zeros((self.n_rows,), dtype=numpy.int64)
+        cdef uint64_t[::1] k = keys
+        cdef int64_t[::1] r = rows
+        cdef size_t i, j = 0
+        for i in range(self._capacity):
+            if self._keys[i] != 0:
+                k[j] = self._keys[i]
+                r[j] = self._slots[i]
+                j += 1
+        source = numpy.zeros((self.n_rows, C), dtype=numpy.float32)
+        cdef float[:, ::1] s = source
+        cdef const weight_t* src = self._avg if averaged else self._W
+        for i in range(self.n_rows):
+            memcpy(&s[i, 0], &src[r[i] * C], C * sizeof(weight_t))
+        order = numpy.argsort(keys, kind="stable")
+        keys = keys[order]
+        source = source[order]
+        if prune and len(keys):
+            keep = numpy.any(source != 0, axis=1)
+            keys = keys[keep]
+            source = source[keep]
+        return keys, source
+
+    def state_arrays(self):
+        """The full training state (keys, W, U, clock), for pickling mid-training."""
+        keys, W = self.to_arrays(averaged=False, prune=False)
+        cdef size_t C = self.n_classes
+        U = numpy.zeros((len(keys), C), dtype=numpy.float64)
+        cdef double[:, ::1] u = U
+        cdef uint64_t[::1] k = keys
+        cdef size_t i
+        cdef int64_t r
+        for i in range(len(keys)):
+            r = self.find(k[i])
+            memcpy(&u[i, 0], &self._U[r * C], C * sizeof(double))
+        return keys, W, U, self.clock
+
+    def load_arrays(self, keys, weights, accumulators=None, clock=0):
+        """Replace the contents by `weights` for `keys`; the average restarts from them."""
+        keys = numpy.ascontiguousarray(keys, dtype=numpy.uint64)
+        weights = numpy.ascontiguousarray(weights, dtype=numpy.float32)
+        if weights.ndim != 2 or weights.shape[0] != keys.shape[0] or weights.shape[1] != self.n_classes:
+            raise ValueError(
+                f"weights of shape {weights.shape} do not fit {keys.shape[0]} keys x {self.n_classes} classes"
+            )
+        if accumulators is not None:
+            accumulators = numpy.ascontiguousarray(accumulators, dtype=numpy.float64)
+            if accumulators.shape != weights.shape:
+                raise ValueError("accumulators must have the shape of weights")
+        self._clear(max(self._capacity, _round_pow2(2 * len(keys) + 2)))
+        self._grow_rows(max(len(keys), 1024))
+        cdef uint64_t[::1] k = keys
+        cdef float[:, ::1] w = weights
+        cdef double[:, ::1] u
+        if accumulators is not None:
+            u = accumulators
+        cdef size_t i, C = self.n_classes
+        cdef int64_t r
+        for i in range(len(keys)):
+            r = self._insert(k[i])
+            memcpy(&self._W[r * C], &w[i, 0], C * sizeof(weight_t))
+            if accumulators is not None:
+                memcpy(&self._U[r * C], &u[i, 0], C * sizeof(double))
+        self.clock = clock
+        self._avg_valid = False
+        self.version += 1
+        if self.use_averages:
+            self.average()
+
+    def _clear(self, size_t capacity):
+        free(self._keys)
+        free(self._slots)
+        self._capacity = _round_pow2(max(capacity, DEF_MIN_BUCKETS))
+        self._keys = <hash_t*>calloc(self._capacity, sizeof(hash_t))
+        self._slots = <int64_t*>calloc(self._capacity, sizeof(int64_t))
+        if self._keys == NULL or self._slots == NULL:
+            raise MemoryError()
+        self.n_rows = 0
+
+    def __reduce__(self):
+        keys, W, U, clock = self.state_arrays()
+        return (_rebuild_weights, (self.n_classes, self._capacity, keys, W, U, clock, self.use_averages))
+
+
+def _rebuild_weights(n_classes, n_buckets, keys, W, U, clock, use_averages):
+    weights = AveragedWeights(n_classes, n_buckets)
+    weights.load_arrays(keys, W, U, clock)
+    weights.set_use_averages(use_averages)
+    return weights
