@@ -1,6 +1,6 @@
 from libc.stdint cimport int64_t
 from .typedefs cimport hash_t, atom_t, class_t, weight_t
-from .templates cimport TemplateSet, MAX_HIST
+from .templates cimport TemplateSet, TemplateC, MAX_HIST
 from .transition cimport TransitionSystem
 
 
@@ -29,6 +29,16 @@ cdef class TagSystem(TransitionSystem):
     cdef int64_t* static_version
     cdef hash_t* _keys
     cdef size_t _buffer_tokens
+    # History templates that read no atoms and at most two labels score the same at every
+    # position, so their rows are cached per (label-2, label-1) and refreshed when weights change.
+    cdef TemplateC* cached_templates
+    cdef int n_cached
+    cdef TemplateC* direct_templates
+    cdef int n_direct
+    cdef weight_t* pure_cache         # (n_actions + 1)^2 x n_actions
+    cdef int64_t* pure_version        # (n_actions + 1)^2
+
+    cdef const weight_t* pure_row(self, const class_t* hist) noexcept nogil
 
     cdef int _reserve(self, size_t n) except -1
     cdef const weight_t* static_row(self, int i) noexcept nogil

@@ -1,6 +1,6 @@
 # cython: infer_types=True
 """Sequence labelling (tags, BIO chunks, latent states) as a transition system."""
-from libc.stdlib cimport calloc, realloc, free
+from libc.stdlib cimport calloc, malloc, realloc, free
 from libc.string cimport memcpy, memset
 from libc.math cimport INFINITY
 from libc.stdint cimport int64_t
@@ -25,10 +25,38 @@ cdef class TagSystem(TransitionSystem):
         self._keys = <hash_t*>calloc(self.max_features, sizeof(hash_t))
         self.n_tokens = 0
         self._buffer_tokens = 0
+        self._split_history_templates()
         self.set_allowed_transitions(allowed_transitions)
         self.set_sentence(numpy.zeros((0, templates.n_cols), dtype=numpy.uint64))
 
+    def _split_history_templates(self):
+        cdef int t, k, n = self.templates.n_history
+        cdef int M = self.n_actions + 1
+        cdef TemplateC* tpl
+        self.cached_templates = <TemplateC*>calloc(max(1, n), sizeof(TemplateC))
+        self.direct_templates = <TemplateC*>calloc(max(1, n), sizeof(TemplateC))
+        self.pure_cache = <weight_t*>calloc(M * M * self.n_actions, sizeof(weight_t))
+        self.pure_version = <int64_t*>malloc(M * M * sizeof(int64_t))
+        if not (self.cached_templates and self.direct_templates and self.pure_cache and self.pure_version):
+            raise MemoryError()
+        for k in range(M * M):
+            self.pure_version[k] = -1
+        self.n_cached = self.n_direct = 0
+        for t in range(n):
+            tpl = &self.templates.c_history[t]
+            cacheable = tpl.n_atoms == 0 and all(tpl.hist_offset[k] <= 2 for k in range(tpl.n_hist))
+            if cacheable:
+                self.cached_templates[self.n_cached] = tpl[0]
+                self.n_cached += 1
+            else:
+                self.direct_templates[self.n_direct] = tpl[0]
+                self.n_direct += 1
+
     def __dealloc__(self):
+        free(self.cached_templates)
+        free(self.direct_templates)
+        free(self.pure_cache)
+        free(self.pure_version)
         free(self._keys)
         free(self.static_keys)
         free(self.n_static_keys)
@@ -77,7 +105,10 @@ cdef class TagSystem(TransitionSystem):
             if allowed.shape != (n, self.n_actions):
                 raise ValueError(f"allowed must have shape {(n, self.n_actions)}")
             self._allowed = allowed
-            self.allowed = <const unsigned char*>(<char*>allowed.ctypes.data) if n else NULL
+            if n:
+                self._set_allowed_ptr(allowed)
+            else:
+                self.allowed = NULL
         self.n_tokens = n
         self._reserve(n)
         cdef int i, n_static = self.templates.n_static
@@ -88,6 +119,10 @@ cdef class TagSystem(TransitionSystem):
                     i, NULL, &self.static_keys[i * n_static]
                 )
                 self.static_version[i] = -1
+
+    def _set_allowed_ptr(self, allowed):
+        cdef const unsigned char[:, ::1] view = allowed
+        self.allowed = &view[0, 0]
 
     cdef int _reserve(self, size_t n) except -1:
         if n <= self._buffer_tokens:
@@ -112,12 +147,31 @@ cdef class TagSystem(TransitionSystem):
             self.static_version[i] = self.weights.version
         return row
 
+    cdef const weight_t* pure_row(self, const class_t* hist) noexcept nogil:
+        cdef int M = self.n_actions + 1
+        cdef int idx = (hist[1] + 1) * M + (hist[0] + 1)
+        cdef weight_t* row = &self.pure_cache[idx * self.n_actions]
+        cdef int n
+        if self.pure_version[idx] != self.weights.version:
+            memset(row, 0, self.n_actions * sizeof(weight_t))
+            n = extract_features(self.cached_templates, self.n_cached, self.atoms, self.n_tokens,
+                                 self.templates.n_cols, 0, hist, self._keys)
+            self.weights.add_rows(self._keys, n, row)
+            self.pure_version[idx] = self.weights.version
+        return row
+
     cdef void history_scores(self, int i, const class_t* hist, weight_t* out) noexcept nogil:
-        memset(out, 0, self.n_actions * sizeof(weight_t))
-        cdef int n = extract_features(self.templates.c_history, self.templates.n_history,
-                                      self.atoms, self.n_tokens, self.templates.n_cols, i, hist,
-                                      self._keys)
-        self.weights.add_rows(self._keys, n, out)
+        cdef int a, n
+        cdef const weight_t* pure
+        if self.n_cached:
+            pure = self.pure_row(hist)
+            memcpy(out, pure, self.n_actions * sizeof(weight_t))
+        else:
+            memset(out, 0, self.n_actions * sizeof(weight_t))
+        if self.n_direct:
+            n = extract_features(self.direct_templates, self.n_direct, self.atoms, self.n_tokens,
+                                 self.templates.n_cols, i, hist, self._keys)
+            self.weights.add_rows(self._keys, n, out)
 
     cdef bint is_allowed(self, int i, int prev, int action) noexcept nogil:
         if self.allowed != NULL and not self.allowed[i * self.n_actions + action]:
@@ -151,10 +205,18 @@ cdef class TagSystem(TransitionSystem):
         cdef const TagStateC* st = <const TagStateC*>state
         cdef int i = st.i
         cdef int a, n
-        memcpy(scores, self.static_row(i), self.n_actions * sizeof(weight_t))
-        n = extract_features(self.templates.c_history, self.templates.n_history, self.atoms,
-                             self.n_tokens, self.templates.n_cols, i, st.hist, self._keys)
-        self.weights.add_rows(self._keys, n, scores)
+        cdef const weight_t* static = self.static_row(i)
+        cdef const weight_t* pure
+        if self.n_cached:
+            pure = self.pure_row(st.hist)
+            for a in range(self.n_actions):
+                scores[a] = static[a] + pure[a]
+        else:
+            memcpy(scores, static, self.n_actions * sizeof(weight_t))
+        if self.n_direct:
+            n = extract_features(self.direct_templates, self.n_direct, self.atoms, self.n_tokens,
+                                 self.templates.n_cols, i, st.hist, self._keys)
+            self.weights.add_rows(self._keys, n, scores)
         if self.allowed != NULL or self.allowed_trans != NULL:
             for a in range(self.n_actions):
                 if not self.is_allowed(i, st.hist[0], a):
@@ -177,6 +239,12 @@ cdef class TagSystem(TransitionSystem):
 
     cdef int max_steps(self) noexcept nogil:
         return self.n_tokens
+
+    def _bound_atoms(self):
+        return self._atoms
+
+    def _bound_allowed(self):
+        return self._allowed
 
     @property
     def gold_labels(self):

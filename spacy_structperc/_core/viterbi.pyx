@@ -9,37 +9,11 @@ from .templates cimport MAX_HIST
 from .tagging cimport TagSystem
 
 
-cdef weight_t* _history_table(TagSystem system, int order) except NULL:
-    """Scores of the history templates for every history, when they read no atoms.
-
-    Row index: prev (order 1) or pprev * (m + 1) + prev (order 2), with m standing for "start".
-    """
-    cdef int m = system.n_actions
-    cdef int n_hist = (m + 1) if order == 1 else (m + 1) * (m + 1)
-    cdef weight_t* table = <weight_t*>malloc(n_hist * m * sizeof(weight_t))
-    if table == NULL:
-        raise MemoryError()
-    cdef class_t hist[MAX_HIST]
-    cdef int k, h
-    for k in range(MAX_HIST):
-        hist[k] = -1
-    with nogil:
-        for h in range(n_hist):
-            if order == 1:
-                hist[0] = h if h < m else -1
-            else:
-                hist[1] = h // (m + 1) if h // (m + 1) < m else -1
-                hist[0] = h % (m + 1) if h % (m + 1) < m else -1
-            system.history_scores(0, hist, &table[h * m])
-    return table
-
-
 cdef double _viterbi1(TagSystem system, int* out) except? -1:
     cdef int n = system.n_tokens, m = system.n_actions
     cdef double* delta = <double*>malloc(n * m * sizeof(double))
     cdef int* back = <int*>malloc(n * m * sizeof(int))
     cdef weight_t* hs = <weight_t*>malloc(m * sizeof(weight_t))
-    cdef weight_t* table = NULL
     cdef class_t hist[MAX_HIST]
     cdef int i, p, c, k, best_c
     cdef double v, best
@@ -48,8 +22,6 @@ cdef double _viterbi1(TagSystem system, int* out) except? -1:
     if delta == NULL or back == NULL or hs == NULL:
         free(delta); free(back); free(hs)
         raise MemoryError()
-    if system.templates.pure_history:
-        table = _history_table(system, 1)
     for k in range(MAX_HIST):
         hist[k] = -1
     with nogil:
@@ -61,12 +33,9 @@ cdef double _viterbi1(TagSystem system, int* out) except? -1:
             for p in range(-1 if i == 0 else 0, 0 if i == 0 else m):
                 if i > 0 and delta[(i - 1) * m + p] == -INFINITY:
                     continue
-                if table != NULL:
-                    h = &table[(p if p >= 0 else m) * m]
-                else:
-                    hist[0] = p
-                    system.history_scores(i, hist, hs)
-                    h = hs
+                hist[0] = p
+                system.history_scores(i, hist, hs)
+                h = hs
                 for c in range(m):
                     if not system.is_allowed(i, p, c):
                         continue
@@ -90,7 +59,7 @@ cdef double _viterbi1(TagSystem system, int* out) except? -1:
                 out[i] = c
                 c = back[i * m + c]
                 i -= 1
-    free(delta); free(back); free(hs); free(table)
+    free(delta); free(back); free(hs)
     if n > 0 and best_c < 0:
         raise ValueError("no label sequence satisfies the constraints")
     return best if n > 0 else 0.0
@@ -104,7 +73,6 @@ cdef double _viterbi2(TagSystem system, int* out) except? -1:
     cdef double* delta = <double*>malloc(max(1, n * M * m) * sizeof(double))
     cdef int* back = <int*>malloc(max(1, n * M * m) * sizeof(int))
     cdef weight_t* hs = <weight_t*>malloc(m * sizeof(weight_t))
-    cdef weight_t* table = NULL
     cdef class_t hist[MAX_HIST]
     cdef int i, p, pp, c, k, best_p, best_c
     cdef double v, best, prev_score
@@ -113,8 +81,6 @@ cdef double _viterbi2(TagSystem system, int* out) except? -1:
     if delta == NULL or back == NULL or hs == NULL:
         free(delta); free(back); free(hs)
         raise MemoryError()
-    if system.templates.pure_history:
-        table = _history_table(system, 2)
     for k in range(MAX_HIST):
         hist[k] = -1
     with nogil:
@@ -137,13 +103,10 @@ cdef double _viterbi2(TagSystem system, int* out) except? -1:
                         prev_score = delta[((i - 1) * M + pp) * m + p]
                         if prev_score == -INFINITY:
                             continue
-                    if table != NULL:
-                        h = &table[(pp * M + p) * m]
-                    else:
-                        hist[0] = p if p < m else -1
-                        hist[1] = pp if pp < m else -1
-                        system.history_scores(i, hist, hs)
-                        h = hs
+                    hist[0] = p if p < m else -1
+                    hist[1] = pp if pp < m else -1
+                    system.history_scores(i, hist, hs)
+                    h = hs
                     for c in range(m):
                         if not system.is_allowed(i, p if p < m else -1, c):
                             continue
@@ -169,7 +132,7 @@ cdef double _viterbi2(TagSystem system, int* out) except? -1:
                 c = p
                 p = pp
                 i -= 1
-    free(delta); free(back); free(hs); free(table)
+    free(delta); free(back); free(hs)
     if n > 0 and best_c < 0:
         raise ValueError("no label sequence satisfies the constraints")
     return best if n > 0 else 0.0

@@ -179,6 +179,7 @@ cdef class AveragedWeights:
 
     cdef void tick(self) noexcept nogil:
         self.clock += 1
+        self._avg_valid = False   # the average W - U / clock moves with the clock alone
 
     def next_example(self):
         """Tick the averaging clock: call once per training example, mistake or not."""

@@ -1,0 +1,4 @@
+from .base import PerceptronPipe
+from .tagger import StructuredTagger
+
+__all__ = ["PerceptronPipe", "StructuredTagger"]

@@ -1,0 +1,50 @@
+"""Coded errors and warnings. Each message names the problem and what to do about it."""
+import warnings
+
+
+class ErrorsWithCodes(type):
+    def __getattribute__(self, code):
+        msg = super().__getattribute__(code)
+        if code.startswith("__"):
+            return msg
+        return f"[{code}] {msg}"
+
+
+class Errors(metaclass=ErrorsWithCodes):
+    S001 = ("Component '{name}' ({factory}) is not initialized: it has no labels or weights yet. "
+            "Call nlp.initialize() before using or training it, or load a trained pipeline.")
+    S002 = ("Component '{name}' found no labels in the training data (attribute '{attr}'). Check that "
+            "the corpus carries the annotation, or pass labels to initialize (spacy init labels).")
+    S003 = "Labels must be strings; got {value!r} of type {type}."
+    S004 = ("Gold label '{label}' is not one of the labels of component '{name}'. Add it with "
+            "add_label() before training, or re-run initialize on data that contains it.")
+    S005 = ("Component '{name}' got an empty training set: get_examples() returned no Example "
+            "objects. Check the paths in [paths] / [corpora].")
+    S006 = ("Could not load the weights of component '{name}': {reason}. The file is corrupt or was "
+            "not written by spacy-structperc; retrain or restore it from a good copy.")
+    S007 = ("The weights of component '{name}' were saved in format version {found}, but this "
+            "spacy-structperc reads versions up to {supported}. Upgrade spacy-structperc to load them.")
+    S008 = "Unknown {setting} {value!r} for component '{name}'; expected one of {options}."
+    S009 = ("The Doc has no '{attr}' annotation, which feature atom '{atom}' of component '{name}' "
+            "needs. Add a component that sets it earlier in the pipeline, or use a feature set "
+            "without it.")
+    S010 = ("'{label}' is not a Universal POS tag, so component '{name}' (attr = \"pos\") cannot "
+            "write it to token.pos_. Use attr = \"tag\" for language-specific tags.")
+    S011 = ("The feature templates of component '{name}' read {history} previous labels, but the "
+            "decoder '{decoder}' with order {order} can only use {order}. Raise the order or "
+            "choose a feature set with a shorter history.")
+    S012 = "Setting '{setting}' of component '{name}' must be {requirement}; got {value!r}."
+    S013 = "Unknown feature atom '{atom}'. Known atoms: {known}."
+    S014 = ("The feature templates of component '{name}' use word clusters, which are read from "
+            "spacy-lookups-data at initialization, but it could not be loaded for language "
+            "'{lang}' ({reason}). Install it with `pip install spacy-lookups-data`, or use a "
+            "feature set with clusters = false.")
+
+
+class Warnings(metaclass=ErrorsWithCodes):
+    W001 = ("Component '{name}' skipped {n} example(s) in this batch whose tokenization could not "
+            "be aligned with the gold standard.")
+
+
+def warn(message: str) -> None:
+    warnings.warn(message, UserWarning, stacklevel=3)

@@ -1,0 +1,282 @@
+"""Feature atoms (per-token observations) and the template sets built from them.
+
+An atom is a uint64 per token; 0 means "absent", and a template touching an absent atom fires no
+feature. Lexical atoms depend only on the word's text, so they are computed once per word type and
+cached; document atoms (an upstream tag, say) are read from the Doc with `to_array`.
+"""
+from typing import Callable, Dict, Iterable, List, Optional, Sequence
+
+import numpy
+from spacy.attrs import ORTH, TAG, POS
+from spacy.strings import hash_string
+from spacy.tokens import Doc
+
+from .errors import Errors
+
+
+def _shape(text: str) -> str:
+    # Like spaCy's word shape: character classes, runs longer than 4 collapsed.
+    out: List[str] = []
+    last, run = "", 0
+    for ch in text:
+        if ch.isalpha():
+            c = "X" if ch.isupper() else "x"
+        elif ch.isdigit():
+            c = "d"
+        else:
+            c = ch
+        if c == last:
+            run += 1
+        else:
+            last, run = c, 0
+        if run < 4:
+            out.append(c)
+    return "".join(out)
+
+
+def _short_shape(text: str) -> str:
+    out: List[str] = []
+    for ch in _shape(text):
+        if not out or out[-1] != ch:
+            out.append(ch)
+    return "".join(out)
+
+
+def _h(kind: str, value: Optional[str]) -> int:
+    if value is None or value == "":
+        return 0
+    return hash_string(f"{kind}={value}") or 1
+
+
+def _prefix(k: int) -> Callable[[str], int]:
+    return lambda text: _h(f"p{k}", text[:k]) if len(text) >= k else 0
+
+
+def _suffix(k: int) -> Callable[[str], int]:
+    return lambda text: _h(f"s{k}", text[-k:]) if len(text) >= k else 0
+
+
+def _flag(name: str, test: Callable[[str], bool]) -> Callable[[str], int]:
+    return lambda text: _h(name, "1") if test(text) else 0
+
+
+def _length(text: str) -> int:
+    return _h("len", str(min(len(text), 8)))
+
+
+LEXICAL_ATOMS: Dict[str, Callable[[str], int]] = {
+    "bias": lambda text: 1,
+    "orth": lambda text: _h("orth", text),
+    "lower": lambda text: _h("lower", text.lower()),
+    "shape": lambda text: _h("shape", _shape(text)),
+    "short_shape": lambda text: _h("sshape", _short_shape(text)),
+    "length": _length,
+    "has_digit": _flag("has_digit", lambda t: any(c.isdigit() for c in t)),
+    "has_hyphen": _flag("has_hyphen", lambda t: "-" in t),
+    "has_upper": _flag("has_upper", lambda t: any(c.isupper() for c in t)),
+    "is_title": _flag("is_title", lambda t: t[:1].isupper() and t[1:].islower()),
+    "is_upper": _flag("is_upper", lambda t: t.isupper()),
+    "is_punct": _flag("is_punct", lambda t: not any(c.isalnum() for c in t)),
+    **{f"p{k}": _prefix(k) for k in range(1, 6)},
+    **{f"s{k}": _suffix(k) for k in range(1, 6)},
+}
+
+# Cluster atoms: prefixes of a word's Brown-cluster bit path (Koo et al. 2008), read from a table
+# the model carries (see PerceptronModel.resources). Words without a cluster get no feature.
+CLUSTER_ATOMS: Dict[str, Optional[int]] = {"c4": 4, "c6": 6, "c10": 10, "c20": 20, "cluster": None}
+
+
+def _cluster_atom(kind: str, length: Optional[int], cluster: int) -> int:
+    if not cluster:
+        return 0
+    bits = bin(cluster)[2:]
+    return _h(kind, bits if length is None else bits[:length])
+
+
+# Lexicon atoms: what a word could be according to spaCy's English lemmatizer tables (WordNet's
+# noun/verb/adjective/adverb index, its exceptions and suffix rules). For a word never seen in
+# training, "could be a plural noun or a 3rd-person verb" is most of what a tagger needs to know.
+LEXICON_POS = ("noun", "verb", "adj", "adv")
+LEXICON_ATOMS = ("lex",) + tuple(f"lex_{pos}" for pos in LEXICON_POS)
+
+
+class Lexicon:
+    def __init__(self, tables: Dict[str, Dict]):
+        self.tables = tables
+        self.index = {pos: set(tables.get("index", {}).get(pos, ())) for pos in LEXICON_POS}
+        self.exc = {pos: set(tables.get("exc", {}).get(pos, ())) for pos in LEXICON_POS}
+        self.rules = {pos: [tuple(r) for r in tables.get("rules", {}).get(pos, ()) if r[0]]
+                      for pos in LEXICON_POS}
+
+    def analyze(self, text: str) -> Dict[str, str]:
+        """pos -> how `text` can be read as that part of speech ("base", "exc", or "-suffix")."""
+        word = text.lower()
+        out: Dict[str, str] = {}
+        for pos in LEXICON_POS:
+            if word in self.index[pos]:
+                out[pos] = "base"
+            elif word in self.exc[pos]:
+                out[pos] = "exc"
+            else:
+                for old, new in self.rules[pos]:
+                    if word.endswith(old) and len(word) > len(old) and word[: -len(old)] + new in self.index[pos]:
+                        out[pos] = "-" + old
+                        break
+        return out
+
+
+# Document atoms: read from an attribute the Doc must carry (set by an upstream component or the
+# corpus reader); the attribute's annotation is checked, and its value hashes are used as atoms.
+DOC_ATOMS: Dict[str, int] = {"tag": TAG, "pos": POS}
+
+
+def check_atoms(names: Iterable[str]) -> None:
+    known = sorted(LEXICAL_ATOMS) + sorted(CLUSTER_ATOMS) + sorted(LEXICON_ATOMS) + sorted(DOC_ATOMS)
+    for name in names:
+        if name not in known:
+            raise ValueError(Errors.S013.format(atom=name, known=", ".join(known)))
+
+
+class AtomExtractor:
+    """Turns Docs into (n_tokens, n_atoms) uint64 arrays, caching lexical atoms per word type."""
+
+    def __init__(self, atom_names: Sequence[str], component: str = "structperc",
+                 clusters: Optional[Dict[int, int]] = None, lexicon: Optional[Lexicon] = None):
+        check_atoms(atom_names)
+        self.atom_names = list(atom_names)
+        self.component = component
+        self.clusters = clusters or {}
+        self.lexicon = lexicon
+        self._lexicon = [(j, n) for j, n in enumerate(self.atom_names) if n in LEXICON_ATOMS]
+        self._lexical = [(j, LEXICAL_ATOMS[n]) for j, n in enumerate(self.atom_names) if n in LEXICAL_ATOMS]
+        self._cluster = [(j, n, CLUSTER_ATOMS[n]) for j, n in enumerate(self.atom_names) if n in CLUSTER_ATOMS]
+        self._doc = [(j, n, DOC_ATOMS[n]) for j, n in enumerate(self.atom_names) if n in DOC_ATOMS]
+        self._rows: Dict[int, int] = {}
+        self._table = numpy.zeros((1024, len(self.atom_names)), dtype=numpy.uint64)
+
+    def __reduce__(self):
+        return (AtomExtractor, (self.atom_names, self.component, self.clusters, self.lexicon))
+
+    def cluster_of(self, text: str) -> int:
+        clusters = self.clusters
+        return clusters.get(hash_string(text)) or clusters.get(hash_string(text.lower()), 0)
+
+    def _add(self, orth: int, text: str) -> int:
+        row = len(self._rows)
+        if row == self._table.shape[0]:
+            self._table = numpy.concatenate([self._table, numpy.zeros_like(self._table)])
+        for j, fn in self._lexical:
+            self._table[row, j] = fn(text)
+        if self._cluster:
+            cluster = self.cluster_of(text)
+            for j, name, length in self._cluster:
+                self._table[row, j] = _cluster_atom(name, length, cluster)
+        if self._lexicon and self.lexicon is not None:
+            readings = self.lexicon.analyze(text)
+            for j, name in self._lexicon:
+                if name == "lex":
+                    self._table[row, j] = _h("lex", "|".join(f"{p}{r}" for p, r in sorted(readings.items())) or "none")
+                else:
+                    self._table[row, j] = _h(name, readings.get(name[4:]))
+        self._rows[orth] = row
+        return row
+
+    def __call__(self, doc: Doc) -> numpy.ndarray:
+        orths = doc.to_array(ORTH)
+        rows_of = self._rows
+        strings = doc.vocab.strings
+        idx = [rows_of.get(o, -1) for o in orths.tolist()]
+        if -1 in idx:
+            idx = [r if r >= 0 else (rows_of.get(o) if o in rows_of else self._add(o, strings[o]))
+                   for r, o in zip(idx, orths.tolist())]
+        atoms = self._table[idx] if idx else numpy.zeros((0, len(self.atom_names)), dtype=numpy.uint64)
+        for j, name, attr in self._doc:
+            if len(doc) and not doc.has_annotation(attr):
+                raise ValueError(Errors.S009.format(attr=name.upper(), atom=name, name=self.component))
+            values = doc.to_array(attr).astype(numpy.uint64)
+            atoms[:, j] = values
+        return atoms
+
+
+def template(name: str, *parts) -> dict:
+    return {"name": name, "parts": [list(p) for p in parts]}
+
+
+def uses_clusters(atom_names: Iterable[str]) -> bool:
+    return any(name in CLUSTER_ATOMS for name in atom_names)
+
+
+def uses_lexicon(atom_names: Iterable[str]) -> bool:
+    return any(name in LEXICON_ATOMS for name in atom_names)
+
+
+def tagger_templates(history: int = 2, history_words: bool = True, window: int = 2,
+                     suffixes: int = 5, prefixes: int = 4, clusters: bool = False,
+                     lexicon: bool = False) -> List[dict]:
+    """Templates after Ratnaparkhi (1996) / Collins (2002), with a wider lexical window.
+
+    history: how many previous labels the label n-gram features read (1 = bigram, 2 = trigram,
+    3 = four-gram). history_words adds the previous label conjoined with the current word and
+    suffix, which a first-order model can still decode exactly.
+    """
+    t = [template("bias", (0, "bias"))]
+    t.append(template("w0", (0, "lower")))
+    t.append(template("o0", (0, "orth")))
+    for k in range(1, window + 1):
+        t.append(template(f"w-{k}", (-k, "lower")))
+        t.append(template(f"w+{k}", (k, "lower")))
+    t.append(template("w-1,w0", (-1, "lower"), (0, "lower")))
+    t.append(template("w0,w+1", (0, "lower"), (1, "lower")))
+    t.append(template("w-1,w+1", (-1, "lower"), (1, "lower")))
+    for k in range(1, suffixes + 1):
+        t.append(template(f"s{k}", (0, f"s{k}")))
+    for k in range(1, prefixes + 1):
+        t.append(template(f"p{k}", (0, f"p{k}")))
+    t.append(template("shape", (0, "shape")))
+    t.append(template("sshape-1,sshape0,sshape+1", (-1, "short_shape"), (0, "short_shape"), (1, "short_shape")))
+    t.append(template("s3-1", (-1, "s3")))
+    t.append(template("s3+1", (1, "s3")))
+    t.append(template("s2+1", (1, "s2")))
+    for flag in ("has_digit", "has_hyphen", "has_upper", "is_title", "is_upper", "is_punct"):
+        t.append(template(flag, (0, flag)))
+    t.append(template("is_title,w-1", (0, "is_title"), (-1, "lower")))
+    t.append(template("length", (0, "length")))
+    if clusters:
+        for name in ("c4", "c6", "c10", "c20", "cluster"):
+            t.append(template(f"{name}0", (0, name)))
+        for k in (-2, -1, 1, 2):
+            t.append(template(f"c6{k:+d}", (k, "c6")))
+            t.append(template(f"cluster{k:+d}", (k, "cluster")))
+        t.append(template("c6-1,c6+1", (-1, "c6"), (1, "c6")))
+    if lexicon:
+        t.append(template("lex0", (0, "lex")))
+        for pos in LEXICON_POS:
+            t.append(template(f"lex_{pos}0", (0, f"lex_{pos}")))
+        t.append(template("lex-1", (-1, "lex")))
+        t.append(template("lex+1", (1, "lex")))
+        t.append(template("lex0,s2", (0, "lex"), (0, "s2")))
+        t.append(template("lex0,is_title", (0, "lex"), (0, "is_title")))
+    if history >= 1:
+        t.append(template("t-1", ("hist", 1)))
+    if history >= 2:
+        t.append(template("t-2,t-1", ("hist", 2), ("hist", 1)))
+    if history >= 3:
+        t.append(template("t-3,t-2,t-1", ("hist", 3), ("hist", 2), ("hist", 1)))
+    if history_words and history >= 1:
+        t.append(template("t-1,w0", ("hist", 1), (0, "lower")))
+        t.append(template("t-1,s3", ("hist", 1), (0, "s3")))
+        if clusters:
+            t.append(template("t-1,c6", ("hist", 1), (0, "c6")))
+        if lexicon:
+            t.append(template("t-1,lex", ("hist", 1), (0, "lex")))
+    return t
+
+
+def atoms_of(templates: Sequence[dict]) -> List[str]:
+    """The atom names a template set reads, in a stable order (bias first)."""
+    seen: List[str] = []
+    for spec in templates:
+        for part in spec["parts"]:
+            if part[0] != "hist" and part[1] not in seen:
+                seen.append(part[1])
+    return sorted(seen, key=lambda n: (n != "bias", n))

@@ -1,0 +1,189 @@
+"""PerceptronPipe: what every structured-perceptron component shares.
+
+Labels, initialization checks, averaging (predict always reads averaged weights), the no-op
+optimizer hooks spaCy's training loop calls, serialization without pickle, and pickling for
+multiprocessing.
+"""
+from contextlib import contextmanager
+from itertools import islice
+from pathlib import Path
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
+
+import numpy
+import srsly
+from spacy import util
+from spacy.attrs import ORTH
+from spacy.pipeline import TrainablePipe
+from spacy.training import Example, validate_get_examples
+from spacy.vocab import Vocab
+
+from ..errors import Errors
+from ..model import PerceptronModel
+
+
+class PerceptronPipe(TrainablePipe):
+    """Base class of spacy-structperc's trainable components."""
+
+    factory_name = "structperc"
+
+    def __init__(self, vocab: Vocab, model: PerceptronModel, name: str, *, scorer=None, **cfg):
+        self.vocab = vocab
+        self.model = model
+        self.name = name
+        self.scorer = scorer
+        self.cfg = dict(sorted({"labels": [], **cfg}.items()))
+
+    # Labels ------------------------------------------------------------------------------------
+
+    @property
+    def labels(self) -> Tuple[str, ...]:
+        return tuple(self.cfg["labels"])
+
+    @property
+    def label_data(self) -> List[str]:
+        return list(self.labels)
+
+    def add_label(self, label: str) -> int:
+        if not isinstance(label, str):
+            raise ValueError(Errors.S003.format(value=label, type=type(label).__name__))
+        if label in self.cfg["labels"]:
+            return 0
+        self._check_label(label)
+        self.cfg["labels"].append(label)
+        self.vocab.strings.add(label)
+        if self.model.is_initialized:
+            self.model.resize(len(self.cfg["labels"]))
+        self._labels_changed()
+        return 1
+
+    def _check_label(self, label: str) -> None:
+        """Component-specific label validation."""
+
+    def _labels_changed(self) -> None:
+        """Rebuild whatever caches depend on the label set."""
+
+    def _require_initialized(self) -> None:
+        if not self.model.is_initialized or not self.labels:
+            raise ValueError(Errors.S001.format(name=self.name, factory=self.factory_name))
+
+    def _init_labels(self, get_examples: Callable[[], Iterable[Example]], labels: Optional[Iterable[str]],
+                     collect: Callable[[Example], Iterable[str]], attr: str, nlp=None) -> None:
+        validate_get_examples(get_examples, f"{type(self).__name__}.initialize")
+        first = list(islice(get_examples(), 1))
+        if not first and labels is None:
+            raise ValueError(Errors.S005.format(name=self.name))
+        self.cfg["labels"] = []
+        if labels is not None:
+            for label in labels:
+                self.add_label(label)
+        else:
+            found = set()
+            for eg in get_examples():
+                found.update(label for label in collect(eg) if label)
+            for label in sorted(found):
+                self.add_label(label)
+        if not self.labels:
+            raise ValueError(Errors.S002.format(name=self.name, attr=attr))
+        self.model.load_resources(nlp.lang if nlp is not None else self.vocab.lang, self.name)
+        self.model.initialize(len(self.labels))
+        self._labels_changed()
+
+    # Training hooks spaCy calls ----------------------------------------------------------------
+
+    @property
+    def is_trainable(self) -> bool:
+        return True
+
+    @property
+    def is_resizable(self) -> bool:
+        return True
+
+    def finish_update(self, sgd=None) -> None:
+        """The perceptron updates in `update`; there is no gradient for an optimizer to apply."""
+
+    @contextmanager
+    def use_params(self, params: dict):
+        """Averaged weights are used for prediction already, so there is nothing to swap in."""
+        yield
+
+    def _allow_extra_label(self) -> None:
+        pass
+
+    def begin_update(self) -> None:
+        if self.model.weights is not None:
+            self.model.weights.set_use_averages(False)
+
+    def begin_predict(self) -> None:
+        self._require_initialized()
+        self.model.weights.set_use_averages(True)
+
+    @staticmethod
+    def same_tokens(eg: Example) -> bool:
+        x, y = eg.predicted, eg.reference
+        return len(x) == len(y) and numpy.array_equal(x.to_array(ORTH), y.to_array(ORTH))
+
+    # Serialization -----------------------------------------------------------------------------
+
+    def _model_bytes(self) -> bytes:
+        return self.model.to_bytes(self.name)
+
+    def _load_model_bytes(self, data: bytes) -> None:
+        self.model.from_bytes(data, self.name)
+        if self.model.weights is not None and self.model.weights.n_classes != len(self.labels):
+            raise ValueError(Errors.S006.format(
+                name=self.name,
+                reason=f"{self.model.weights.n_classes} weight columns for {len(self.labels)} labels"))
+        self._labels_changed()
+
+    def to_bytes(self, *, exclude=tuple()) -> bytes:
+        serialize = {
+            "cfg": lambda: srsly.json_dumps(self.cfg),
+            "vocab": lambda: self.vocab.to_bytes(exclude=exclude),
+            "model": self._model_bytes,
+        }
+        return util.to_bytes(serialize, exclude)
+
+    def from_bytes(self, bytes_data: bytes, *, exclude=tuple()):
+        deserialize = {
+            "cfg": lambda b: self.cfg.update(srsly.json_loads(b)),
+            "vocab": lambda b: self.vocab.from_bytes(b, exclude=exclude),
+            "model": self._load_model_bytes,
+        }
+        try:
+            util.from_bytes(bytes_data, deserialize, exclude)
+        except ValueError:
+            raise
+        except Exception as e:
+            raise ValueError(Errors.S006.format(name=self.name, reason=f"{type(e).__name__}: {e}")) from None
+        return self
+
+    def to_disk(self, path, *, exclude=tuple()) -> None:
+        path = util.ensure_path(path)
+        serialize = {
+            "cfg": lambda p: srsly.write_json(p, self.cfg),
+            "vocab": lambda p: self.vocab.to_disk(p, exclude=exclude),
+            "model": lambda p: Path(p).write_bytes(self._model_bytes()),
+        }
+        util.to_disk(path, serialize, exclude)
+
+    def from_disk(self, path, *, exclude=tuple()):
+        path = util.ensure_path(path)
+        deserialize = {
+            "cfg": lambda p: self.cfg.update(srsly.read_json(p)),
+            "vocab": lambda p: self.vocab.from_disk(p, exclude=exclude),
+            "model": lambda p: self._load_model_bytes(Path(p).read_bytes()),
+        }
+        util.from_disk(path, deserialize, exclude)
+        return self
+
+    def __reduce__(self):
+        settings = {k: v for k, v in self.cfg.items() if k != "labels"}
+        return (_unpickle_pipe, (type(self), self.vocab, self.model, self.name, self.scorer,
+                                 settings, list(self.labels)))
+
+
+def _unpickle_pipe(cls, vocab, model, name, scorer, settings, labels):
+    pipe = cls(vocab, model, name, scorer=scorer, **settings)
+    pipe.cfg["labels"] = list(labels)
+    pipe._labels_changed()
+    return pipe

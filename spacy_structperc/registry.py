@@ -1,0 +1,53 @@
+"""Registered functions: the model architecture, feature-template sets and scorers.
+
+Plain Python, referenced by entry points (pyproject.toml), so `spacy.load` finds them without
+importing spacy_structperc first. Names are versioned; old versions stay registered.
+"""
+from typing import Any, Dict, Iterable, List
+
+from spacy.scorer import Scorer
+from spacy.training import Example
+from spacy.util import registry
+
+from .features import tagger_templates
+from .model import PerceptronModel
+
+
+@registry.architectures("spacy-structperc.AveragedPerceptron.v1")
+def build_averaged_perceptron(features: List[dict], n_buckets: int = 1 << 20) -> PerceptronModel:
+    """Hashed conjunction features -> dense rows of averaged class weights.
+
+    features: a template set (e.g. spacy-structperc.tagger_features.v1).
+    n_buckets: initial size of the feature hash table; it grows as features are added.
+    """
+    return PerceptronModel(features, n_buckets)
+
+
+@registry.misc("spacy-structperc.tagger_features.v1")
+def tagger_features(history: int = 2, history_words: bool = True, window: int = 2,
+                    suffixes: int = 5, prefixes: int = 4, clusters: bool = False,
+                    lexicon: bool = False) -> List[dict]:
+    """Word, affix, shape, word-cluster and label-history templates for POS tagging.
+
+    clusters: add Brown-cluster features (from spacy-lookups-data at initialization; stored in
+    the model afterwards).
+    lexicon: add features from spaCy's English lemmatizer tables (WordNet index, exceptions and
+    suffix rules): which parts of speech a word could be, and by which inflection.
+    """
+    return tagger_templates(history, history_words, window, suffixes, prefixes, clusters, lexicon)
+
+
+@registry.misc("spacy-structperc.tagger_features_small.v1")
+def tagger_features_small(history: int = 1) -> List[dict]:
+    """A compact template set (current word, suffix 3, previous label): fast, and tiny models."""
+    return tagger_templates(history, history_words=False, window=0, suffixes=3, prefixes=0)
+
+
+def tagger_score(examples: Iterable[Example], *, attr: str = "tag", **kwargs) -> Dict[str, Any]:
+    """tag_acc or pos_acc, as spaCy's tagger scorer computes them."""
+    return Scorer.score_token_attr(examples, attr, **kwargs)
+
+
+@registry.scorers("spacy-structperc.tagger_scorer.v1")
+def make_tagger_scorer():
+    return tagger_score
