@@ -112,7 +112,7 @@ class PerceptronModel:
             n_classes, n_rows = int(msg["n_classes"]), int(msg["n_rows"])
             keys = numpy.frombuffer(msg["keys"], dtype="<u8")
             weights = numpy.frombuffer(msg["weights"], dtype="<f4")
-            if len(keys) != n_rows or len(weights) != n_rows * n_classes:
+            if n_classes < 0 or len(keys) != n_rows or len(weights) != n_rows * n_classes:
                 raise ValueError("array sizes do not match their header")
             self.n_buckets = int(msg.get("n_buckets", self.n_buckets))
             ckeys = numpy.frombuffer(msg.get("cluster_keys", b""), dtype="<u8")

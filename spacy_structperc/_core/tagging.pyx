@@ -89,11 +89,12 @@ cdef class TagSystem(TransitionSystem):
         self.atoms = &a[0, 0] if n else NULL
         if gold is None:
             gold = numpy.full((n,), -1, dtype=numpy.int32)
-        gold = numpy.ascontiguousarray(gold, dtype=numpy.int32)
-        if gold.shape != (n,):
-            raise ValueError(f"gold must have shape ({n},), got {gold.shape}")
-        if n and (gold.max() >= self.n_actions or gold.min() < -1):
-            raise ValueError("gold labels must be -1 (missing) or a class id")
+        else:
+            gold = numpy.ascontiguousarray(gold, dtype=numpy.int32)
+            if gold.shape != (n,):
+                raise ValueError(f"gold must have shape ({n},), got {gold.shape}")
+            if n and (gold.max() >= self.n_actions or gold.min() < -1):
+                raise ValueError("gold labels must be -1 (missing) or a class id")
         self._gold = gold
         cdef const class_t[::1] g = gold
         self.gold = &g[0] if n else NULL

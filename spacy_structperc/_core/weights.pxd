@@ -2,6 +2,11 @@ from libc.stdint cimport int64_t
 from .typedefs cimport hash_t, weight_t
 
 
+cdef struct Bucket:
+    hash_t key       # 0 marks an empty bucket
+    int64_t row
+
+
 cdef class AveragedWeights:
     """Hashed feature -> dense row of `n_classes` float32 weights, with lazy averaging.
 
@@ -10,8 +15,7 @@ cdef class AveragedWeights:
     `W - U / clock`. The clock ticks once per training example, mistake or not.
     """
     cdef readonly int n_classes
-    cdef hash_t* _keys          # open addressing table; 0 marks an empty bucket
-    cdef int64_t* _slots        # bucket -> row index
+    cdef Bucket* _table         # open addressing; key and row share a cache line
     cdef size_t _capacity       # buckets, a power of two
     cdef readonly size_t n_rows
     cdef size_t _rows_capacity

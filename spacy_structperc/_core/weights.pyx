@@ -7,6 +7,7 @@ cimport cython
 import numpy
 
 from .typedefs cimport hash_t, weight_t
+from .weights cimport Bucket
 
 DEF_MIN_BUCKETS = 1024
 
@@ -29,8 +30,7 @@ cdef class AveragedWeights:
             raise ValueError(f"n_classes must be positive, got {n_classes}")
         self.n_classes = n_classes
         self._capacity = _round_pow2(max(n_buckets, DEF_MIN_BUCKETS))
-        self._keys = <hash_t*>calloc(self._capacity, sizeof(hash_t))
-        self._slots = <int64_t*>calloc(self._capacity, sizeof(int64_t))
+        self._table = <Bucket*>calloc(self._capacity, sizeof(Bucket))
         self._rows_capacity = 0
         self.n_rows = 0
         self._W = NULL
@@ -40,12 +40,11 @@ cdef class AveragedWeights:
         self.use_averages = False
         self.clock = 0
         self.version = 0
-        if self._keys == NULL or self._slots == NULL:
+        if self._table == NULL:
             raise MemoryError()
 
     def __dealloc__(self):
-        free(self._keys)
-        free(self._slots)
+        free(self._table)
         free(self._W)
         free(self._U)
         free(self._avg)
@@ -59,9 +58,9 @@ cdef class AveragedWeights:
             key = 1
         cdef size_t mask = self._capacity - 1
         cdef size_t b = _bucket(key, mask)
-        while self._keys[b] != 0:
-            if self._keys[b] == key:
-                return self._slots[b]
+        while self._table[b].key != 0:
+            if self._table[b].key == key:
+                return self._table[b].row
             b = (b + 1) & mask
         return -1
 
@@ -71,9 +70,9 @@ cdef class AveragedWeights:
             key = 1
         cdef size_t mask = self._capacity - 1
         cdef size_t b = _bucket(key, mask)
-        while self._keys[b] != 0:
-            if self._keys[b] == key:
-                return self._slots[b]
+        while self._table[b].key != 0:
+            if self._table[b].key == key:
+                return self._table[b].row
             b = (b + 1) & mask
         if (self.n_rows + 1) * 2 > self._capacity:
             self._grow_table()
@@ -81,8 +80,8 @@ cdef class AveragedWeights:
         if self.n_rows == self._rows_capacity:
             self._grow_rows(max(self._rows_capacity * 2, 1024))
         cdef int64_t row = self.n_rows
-        self._keys[b] = key
-        self._slots[b] = row
+        self._table[b].key = key
+        self._table[b].row = row
         self.n_rows += 1
         memset(&self._W[row * self.n_classes], 0, self.n_classes * sizeof(weight_t))
         memset(&self._U[row * self.n_classes], 0, self.n_classes * sizeof(double))
@@ -90,30 +89,23 @@ cdef class AveragedWeights:
 
     cdef int _grow_table(self) except -1 nogil:
         cdef size_t old_capacity = self._capacity
-        cdef hash_t* old_keys = self._keys
-        cdef int64_t* old_slots = self._slots
+        cdef Bucket* old = self._table
         cdef size_t new_capacity = old_capacity * 2
-        cdef hash_t* keys = <hash_t*>calloc(new_capacity, sizeof(hash_t))
-        cdef int64_t* slots = <int64_t*>calloc(new_capacity, sizeof(int64_t))
-        if keys == NULL or slots == NULL:
-            free(keys)
-            free(slots)
+        cdef Bucket* table = <Bucket*>calloc(new_capacity, sizeof(Bucket))
+        if table == NULL:
             with gil:
                 raise MemoryError("could not grow the feature table")
         cdef size_t mask = new_capacity - 1
         cdef size_t i, b
         for i in range(old_capacity):
-            if old_keys[i] != 0:
-                b = _bucket(old_keys[i], mask)
-                while keys[b] != 0:
+            if old[i].key != 0:
+                b = _bucket(old[i].key, mask)
+                while table[b].key != 0:
                     b = (b + 1) & mask
-                keys[b] = old_keys[i]
-                slots[b] = old_slots[i]
-        self._keys = keys
-        self._slots = slots
+                table[b] = old[i]
+        self._table = table
         self._capacity = new_capacity
-        free(old_keys)
-        free(old_slots)
+        free(old)
         return 0
 
     cdef int _grow_rows(self, size_t n) except -1 nogil:
@@ -295,9 +287,9 @@ cdef class AveragedWeights:
         cdef int64_t[::1] r = rows
         cdef size_t i, j = 0
         for i in range(self._capacity):
-            if self._keys[i] != 0:
-                k[j] = self._keys[i]
-                r[j] = self._slots[i]
+            if self._table[i].key != 0:
+                k[j] = self._table[i].key
+                r[j] = self._table[i].row
                 j += 1
         source = numpy.zeros((self.n_rows, C), dtype=numpy.float32)
         cdef float[:, ::1] s = source
@@ -360,12 +352,10 @@ cdef class AveragedWeights:
             self.average()
 
     def _clear(self, size_t capacity):
-        free(self._keys)
-        free(self._slots)
+        free(self._table)
         self._capacity = _round_pow2(max(capacity, DEF_MIN_BUCKETS))
-        self._keys = <hash_t*>calloc(self._capacity, sizeof(hash_t))
-        self._slots = <int64_t*>calloc(self._capacity, sizeof(int64_t))
-        if self._keys == NULL or self._slots == NULL:
+        self._table = <Bucket*>calloc(self._capacity, sizeof(Bucket))
+        if self._table == NULL:
             raise MemoryError()
         self.n_rows = 0
 

@@ -72,8 +72,13 @@ class PerceptronPipe(TrainablePipe):
         first = list(islice(get_examples(), 1))
         if not first and labels is None:
             raise ValueError(Errors.S005.format(name=self.name))
-        self.cfg["labels"] = []
+        # Labels added before initialize are kept, as spaCy's own components keep them.
         if labels is not None:
+            labels = list(labels)
+            for label in labels:   # validate all before changing anything
+                if not isinstance(label, str):
+                    raise ValueError(Errors.S003.format(value=label, type=type(label).__name__))
+                self._check_label(label)
             for label in labels:
                 self.add_label(label)
         else:
@@ -151,8 +156,10 @@ class PerceptronPipe(TrainablePipe):
         }
         try:
             util.from_bytes(bytes_data, deserialize, exclude)
-        except ValueError:
-            raise
+        except ValueError as e:
+            if str(e).startswith("[S"):   # already one of ours, naming the problem
+                raise
+            raise ValueError(Errors.S006.format(name=self.name, reason=f"{type(e).__name__}: {e}")) from None
         except Exception as e:
             raise ValueError(Errors.S006.format(name=self.name, reason=f"{type(e).__name__}: {e}")) from None
         return self

@@ -1,0 +1,79 @@
+"""Put the assets of project.yml in place, from a local copy when there is one.
+
+For every asset (not marked `extra`) of project.yml, in this order:
+1. `dest` already exists with the MD5 checksum project.yml gives: nothing to do;
+2. LOCAL_DIR holds a file with the same name: it is checked against the checksum and copied;
+3. otherwise the asset's `url` (a URL or a local path) is fetched the way `spacy project assets`
+   fetches it, and checked.
+A file with the wrong checksum is never left in place, and the script exits non-zero.
+
+    python scripts/fetch_assets.py LOCAL_DIR [--vars.NAME VALUE ...]
+
+`--vars.*` overrides are applied to project.yml as `spacy project run` applies them, so the
+`assets` command of project.yml forwards its URL variables here.
+"""
+import hashlib
+import shutil
+import sys
+from pathlib import Path
+
+from weasel.util import download_file, load_project_config, parse_config_overrides
+
+PROJECT_DIR = Path(__file__).resolve().parent.parent
+
+
+def md5(path: Path) -> str:
+    digest = hashlib.md5()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def place(asset: dict, local_dir: Path) -> str:
+    """Make asset["dest"] exist with the right checksum; say where it came from."""
+    dest = PROJECT_DIR / asset["dest"]
+    checksum = asset.get("checksum")
+    if dest.is_file() and (checksum is None or md5(dest) == checksum):
+        return "already in place"
+    local = local_dir / dest.name
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(dest.name + ".part")
+    if local.is_file():
+        source = str(local)
+        shutil.copyfile(local, tmp)
+    elif asset.get("url"):
+        source = asset["url"]
+        tmp.unlink(missing_ok=True)
+        download_file(source, tmp)
+    else:
+        raise RuntimeError(f"no local copy at {local} and no url for {asset['dest']}")
+    found = md5(tmp)
+    if checksum is not None and found != checksum:
+        tmp.unlink()
+        raise RuntimeError(f"checksum mismatch for {source}: MD5 {found}, project.yml expects "
+                           f"{checksum}")
+    tmp.replace(dest)
+    return f"copied from {source}"
+
+
+def main(argv) -> int:
+    if not argv or argv[0].startswith("--"):
+        print(__doc__, file=sys.stderr)
+        return 2
+    local_dir = Path(argv[0])
+    config = load_project_config(PROJECT_DIR, overrides=parse_config_overrides(list(argv[1:])))
+    failed = 0
+    for asset in config.get("assets", []):
+        if asset.get("extra", False):
+            continue
+        try:
+            print(f"{asset['dest']}: {place(asset, local_dir)}")
+        except Exception as e:  # report every asset, then fail
+            print(f"{asset['dest']}: FAILED: {e}", file=sys.stderr)
+            failed += 1
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

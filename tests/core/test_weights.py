@@ -1,0 +1,275 @@
+"""AveragedWeights: Daume's lazy averaging against a naive average, and its state handling."""
+import pickle
+
+import numpy
+import pytest
+
+from spacy_structperc._core.weights import AveragedWeights
+
+
+def _random_training(weights, rng, n_examples, keys, n_classes, snapshots, current):
+    """Random updates over n_examples ticks; append the dense W after each example."""
+    for _ in range(n_examples):
+        for _ in range(int(rng.integers(0, 4))):   # some examples make no update at all
+            key = int(rng.choice(keys))
+            c = int(rng.integers(n_classes))
+            delta = float(rng.choice([-1.0, 1.0, 0.5, -2.0]))
+            weights.add(key, c, delta)
+            current[(key, c)] = current.get((key, c), 0.0) + delta
+        weights.next_example()
+        snapshots.append(dict(current))
+
+
+def _naive_average(snapshots, key, c):
+    return sum(s.get((key, c), 0.0) for s in snapshots) / len(snapshots)
+
+
+def _random_keys(rng, n):
+    return [int(k) for k in rng.integers(1, 2**63, size=n, dtype=numpy.uint64)]
+
+
+def test_lazy_average_equals_average_of_every_intermediate_weight_vector():
+    rng = numpy.random.default_rng(1)
+    C = 4
+    keys = _random_keys(rng, 25)
+    w = AveragedWeights(C, 64)
+    snapshots, current = [], {}
+    _random_training(w, rng, 300, keys, C, snapshots, current)
+    assert w.clock == 300
+    for key in keys:
+        for c in range(C):
+            assert w.get(key, c) == pytest.approx(current.get((key, c), 0.0))
+            assert w.get(key, c, averaged=True) == pytest.approx(_naive_average(snapshots, key, c), abs=1e-4)
+
+
+def test_averaged_scoring_uses_the_average_and_training_scoring_the_current_weights():
+    rng = numpy.random.default_rng(2)
+    C = 3
+    keys = _random_keys(rng, 6)
+    w = AveragedWeights(C, 64)
+    snapshots, current = [], {}
+    _random_training(w, rng, 40, keys, C, snapshots, current)
+    expected_avg = [sum(_naive_average(snapshots, k, c) for k in keys) for c in range(C)]
+    expected_cur = [sum(current.get((k, c), 0.0) for k in keys) for c in range(C)]
+    w.set_use_averages(True)
+    assert w.score(keys) == pytest.approx(expected_avg, abs=1e-4)
+    w.set_use_averages(False)
+    assert w.score(keys) == pytest.approx(expected_cur, abs=1e-4)
+
+
+def test_average_is_recomputed_after_updates_made_while_predicting_with_averages():
+    w = AveragedWeights(2, 64)
+    w.add(7, 0, 1.0)
+    w.next_example()
+    w.set_use_averages(True)
+    assert w.score([7])[0] == pytest.approx(1.0)
+    w.add(7, 0, 1.0)       # W = 2, U = 1, clock = 1: average 2 - 1 = 1
+    w.next_example()       # clock 2: average 2 - 1/2 = 1.5
+    w.average()
+    assert w.score([7])[0] == pytest.approx(1.5)
+
+
+def test_average_follows_clock_ticks_without_updates():
+    # The average W - U / clock moves with the clock alone: examples without a mistake still
+    # count. A view computed earlier (say for an evaluation during training) must not be reused.
+    w = AveragedWeights(2, 64)
+    w.next_example()
+    w.add(7, 0, 1.0)          # made during example 2: U = 1
+    w.next_example()
+    assert w.get(7, 0, averaged=True) == pytest.approx(0.5)
+    w.set_use_averages(True)
+    assert w.score([7])[0] == pytest.approx(0.5)
+    w.set_use_averages(False)
+    for _ in range(2):
+        w.next_example()      # examples 3 and 4: no updates
+    assert w.get(7, 0, averaged=True) == pytest.approx(0.75)
+    w.set_use_averages(True)
+    assert w.score([7])[0] == pytest.approx(0.75)
+    keys, avg = w.to_arrays(averaged=True)
+    assert avg[0, 0] == pytest.approx(0.75)
+
+
+def test_average_before_any_tick_is_the_current_weights():
+    w = AveragedWeights(2, 64)
+    w.add(11, 1, 3.0)
+    assert w.get(11, 1, averaged=True) == 3.0
+
+
+def test_reset_to_average_sets_weights_to_average_and_keeps_running_average_exact():
+    rng = numpy.random.default_rng(3)
+    C = 3
+    keys = _random_keys(rng, 12)
+    w = AveragedWeights(C, 64)
+    snapshots, current = [], {}
+    _random_training(w, rng, 50, keys, C, snapshots, current)
+    avg = {(k, c): w.get(k, c, averaged=True) for k in keys for c in range(C)}
+    w.reset_to_average()
+    for (k, c), v in avg.items():
+        assert w.get(k, c) == pytest.approx(v, abs=1e-5)                  # W jumped to the average
+        assert w.get(k, c, averaged=True) == pytest.approx(v, abs=1e-5)   # the average did not move
+    # The jump counts as the weight vector in force from now on (sun2009): keep training and the
+    # running average is still the plain mean of every example's weights.
+    current = {k: float(numpy.float32(v)) for k, v in avg.items()}
+    _random_training(w, rng, 50, keys, C, snapshots, current)
+    for k in keys:
+        for c in range(C):
+            assert w.get(k, c, averaged=True) == pytest.approx(_naive_average(snapshots, k, c), abs=1e-4)
+
+
+def test_resize_keeps_weights_and_averages_and_adds_zero_columns():
+    rng = numpy.random.default_rng(4)
+    keys = _random_keys(rng, 30)
+    w = AveragedWeights(2, 64)
+    snapshots, current = [], {}
+    _random_training(w, rng, 30, keys, 2, snapshots, current)
+    before = {(k, c): (w.get(k, c), w.get(k, c, averaged=True)) for k in keys for c in range(2)}
+    clock = w.clock
+    w.resize(5)
+    assert w.n_classes == 5 and w.clock == clock
+    for (k, c), (cur, avg) in before.items():
+        assert w.get(k, c) == cur
+        assert w.get(k, c, averaged=True) == pytest.approx(avg)
+    for k in keys:
+        for c in range(2, 5):
+            assert w.get(k, c) == 0.0 and w.get(k, c, averaged=True) == 0.0
+    w.add(keys[0], 4, 2.0)
+    assert w.get(keys[0], 4) == 2.0
+    assert w.get(keys[0], 0) == before[(keys[0], 0)][0]
+    with pytest.raises(ValueError):
+        w.resize(3)
+
+
+def test_add_rejects_out_of_range_class():
+    w = AveragedWeights(3, 64)
+    with pytest.raises(IndexError):
+        w.add(5, 3, 1.0)
+    with pytest.raises(ValueError):
+        AveragedWeights(0)
+
+
+def _build(order, C=3):
+    w = AveragedWeights(C, 64)
+    for key, c, delta in order:
+        w.add(key, c, delta)
+    return w
+
+
+def test_to_arrays_is_sorted_pruned_and_independent_of_insertion_order():
+    rng = numpy.random.default_rng(5)
+    keys = _random_keys(rng, 200)
+    updates = [(k, int(rng.integers(3)), float(rng.normal())) for k in keys]
+    zeroed = 123456789
+    updates += [(zeroed, 1, 1.0), (zeroed, 1, -1.0)]   # a row that ends up all zero
+    a = _build(updates)
+    b = _build(list(reversed(updates[:-2])) + updates[-2:])
+    ka, wa = a.to_arrays(averaged=False)
+    kb, wb = b.to_arrays(averaged=False)
+    assert numpy.all(ka[1:] > ka[:-1])
+    assert ka.tobytes() == kb.tobytes() and wa.tobytes() == wb.tobytes()
+    assert zeroed not in set(ka.tolist())
+    assert not numpy.any(numpy.all(wa == 0, axis=1))
+    k_full, w_full = a.to_arrays(averaged=False, prune=False)
+    assert zeroed in set(k_full.tolist())
+    assert len(k_full) == a.n_rows == len(set(keys)) + 1
+    assert ka.dtype == numpy.uint64 and wa.dtype == numpy.float32 and wa.shape == (len(ka), 3)
+
+
+def test_to_arrays_averaged_returns_the_average():
+    w = AveragedWeights(2, 64)
+    w.add(3, 0, 4.0)
+    w.next_example()
+    w.next_example()
+    w.add(3, 0, -4.0)        # W = 0 now, but it was 4 for both examples so far
+    keys, avg = w.to_arrays(averaged=True)
+    assert keys.tolist() == [3] and avg[0, 0] == pytest.approx(4.0)
+    keys, cur = w.to_arrays(averaged=False)
+    assert len(keys) == 0
+
+
+def test_load_arrays_round_trip():
+    rng = numpy.random.default_rng(6)
+    keys = _random_keys(rng, 500)
+    w = AveragedWeights(4, 64)
+    for k in keys:
+        w.add(k, int(rng.integers(4)), float(rng.normal()))
+    k_arr, w_arr = w.to_arrays(averaged=False)
+    other = AveragedWeights(4, 64)
+    other.add(99, 0, 5.0)      # replaced, not merged
+    other.load_arrays(k_arr, w_arr)
+    assert other.get(99, 0) == 0.0
+    for k in keys:
+        for c in range(4):
+            assert other.get(k, c) == w.get(k, c)
+    k2, w2 = other.to_arrays(averaged=False)
+    assert k2.tobytes() == k_arr.tobytes() and w2.tobytes() == w_arr.tobytes()
+    # Loaded weights restart the average from themselves.
+    assert other.clock == 0
+    other.next_example()
+    assert other.get(keys[0], 0, averaged=True) == pytest.approx(w.get(keys[0], 0))
+
+
+def test_load_arrays_rejects_mismatched_shapes():
+    w = AveragedWeights(3, 64)
+    with pytest.raises(ValueError):
+        w.load_arrays(numpy.arange(1, 5, dtype=numpy.uint64), numpy.zeros((4, 2), dtype=numpy.float32))
+    with pytest.raises(ValueError):
+        w.load_arrays(numpy.arange(1, 5, dtype=numpy.uint64), numpy.zeros((3, 3), dtype=numpy.float32))
+    with pytest.raises(ValueError):
+        w.load_arrays(numpy.arange(1, 5, dtype=numpy.uint64), numpy.zeros((4, 3), dtype=numpy.float32),
+                      numpy.zeros((4, 2)))
+
+
+def test_pickle_preserves_full_training_state_so_continued_training_is_identical():
+    rng = numpy.random.default_rng(7)
+    C = 3
+    keys = _random_keys(rng, 40)
+    w = AveragedWeights(C, 64)
+    _random_training(w, rng, 60, keys, C, [], {})
+    copy = pickle.loads(pickle.dumps(w))
+    for a, b in zip(w.state_arrays(), copy.state_arrays()):
+        if isinstance(a, numpy.ndarray):
+            assert a.tobytes() == b.tobytes()
+        else:
+            assert a == b
+    assert copy.clock == w.clock == 60 and copy.n_classes == C
+    # Same further updates on both: bit-identical state and averages.
+    seed = 8
+    _random_training(w, numpy.random.default_rng(seed), 30, keys, C, [], {})
+    _random_training(copy, numpy.random.default_rng(seed), 30, keys, C, [], {})
+    for a, b in zip(w.state_arrays(), copy.state_arrays()):
+        if isinstance(a, numpy.ndarray):
+            assert a.tobytes() == b.tobytes()
+        else:
+            assert a == b
+    ka, wa = w.to_arrays(averaged=True)
+    kb, wb = copy.to_arrays(averaged=True)
+    assert ka.tobytes() == kb.tobytes() and wa.tobytes() == wb.tobytes()
+
+
+def test_pickle_preserves_use_averages():
+    w = AveragedWeights(2, 64)
+    w.add(5, 1, 2.0)
+    w.next_example()
+    w.add(5, 1, 2.0)
+    w.set_use_averages(True)
+    copy = pickle.loads(pickle.dumps(w))
+    assert copy.use_averages
+    assert copy.score([5]).tolist() == w.score([5]).tolist()
+
+
+def test_table_grows_far_past_initial_buckets():
+    rng = numpy.random.default_rng(9)
+    w = AveragedWeights(2, 16)
+    initial = w.n_buckets
+    keys = _random_keys(rng, 20000)
+    # Keys that agree in their low bits probe the same buckets.
+    keys += [(i << 40) | 1 for i in range(1, 3000)]
+    keys = list(dict.fromkeys(keys))
+    for i, k in enumerate(keys):
+        w.add(k, i % 2, float(i % 7 + 1))
+    assert w.n_rows == len(keys)
+    assert w.n_buckets >= 2 * len(keys) > 8 * initial
+    for i, k in enumerate(keys):
+        assert w.get(k, i % 2) == float(i % 7 + 1)
+        assert w.get(k, 1 - i % 2) == 0.0
+    assert w.get(424242424242, 0) == 0.0   # absent keys are still absent
