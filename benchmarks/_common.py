@@ -111,6 +111,14 @@ class Timer:
         self.seconds = time.perf_counter() - self.start
 
 
+def load_average() -> Optional[float]:
+    """The 1-minute load average (other work on the machine skews timings), if known."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (OSError, AttributeError):
+        return None
+
+
 def child_env(extra: Optional[Dict[str, str]] = None) -> Dict[str, str]:
     """Environment for child processes: one thread, the repo importable, unbuffered output."""
     env = dict(os.environ)
@@ -265,41 +273,56 @@ def score_token_attrs(pred_docs: Sequence, gold_docs: Sequence, attrs: Sequence[
     return scores
 
 
-def time_pipe(nlp, gold_docs: Sequence, batch_size: int = 1000):
+def time_pipe(nlp, gold_docs: Sequence, batch_size: int = 1000, repeats: int = 1):
     """Run ``nlp.pipe`` (one process) over un-annotated copies of ``gold_docs``; time only the pipe
-    call. Returns ``(predicted_docs, words_per_second, seconds)``."""
-    docs = unannotated_copies(gold_docs, nlp.vocab)
-    n_words = count_tokens(docs)
-    with Timer() as t:
-        preds = list(nlp.pipe(docs, batch_size=batch_size))
-    return preds, n_words / t.seconds, t.seconds
+    call. With ``repeats`` > 1 the pipe runs that many times on fresh copies and the fastest run
+    counts (less noise on a busy machine). Returns ``(predicted_docs, words_per_second,
+    seconds)`` with the predictions of the first run."""
+    first = None
+    best = float("inf")
+    for _ in range(max(1, repeats)):
+        docs = unannotated_copies(gold_docs, nlp.vocab)
+        n_words = count_tokens(docs)
+        with Timer() as t:
+            preds = list(nlp.pipe(docs, batch_size=batch_size))
+        first = preds if first is None else first
+        best = min(best, t.seconds)
+    return first, n_words / best, best
 
 
 # ---------------------------------------------------------------------------------------------
 # spacy train in a subprocess
 
 _TRAIN_ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+[-\d.]+\s")
+_TRAIN_HEADER = re.compile(r"^\s*E\s+#\s+")
 
 
 def parse_spacy_train_log(text: str) -> Dict[str, Any]:
-    """Epoch and step of the last evaluation row in ``spacy train``'s console table, and the last
-    row's score column. spaCy stops training right after an evaluation (patience) or at
-    ``max_steps``, so the last row's step is the number of steps run (to ``eval_frequency``)."""
-    last = None
-    best = None
+    """Epoch and step of the last evaluation row in ``spacy train``'s console table, and that
+    row's columns as a dict (e.g. TAG_ACC in %). spaCy stops training right
+    after an evaluation (patience) or at ``max_steps``/``max_epochs``, so the last row's step is
+    the number of steps run (to within ``eval_frequency``)."""
+    header: Optional[List[str]] = None
+    rows: List[Dict[str, Any]] = []
     for line in text.splitlines():
+        if _TRAIN_HEADER.match(line):
+            header = re.split(r"\s{2,}", line.strip())  # "LOSS TAGGER" is one column
+            continue
         m = _TRAIN_ROW.match(line)
         if m:
-            last = line
-            try:
-                score = float(line.split()[-1])
-                best = score if best is None else max(best, score)
-            except ValueError:
-                pass
-    if last is None:
-        return {"epochs": None, "steps": None, "best_dev_score": None}
-    epoch, step = _TRAIN_ROW.match(last).groups()
-    return {"epochs": int(epoch), "steps": int(step), "best_dev_score": best}
+            values = line.split()
+            row: Dict[str, Any] = {"epoch": int(m.group(1)), "step": int(m.group(2))}
+            if header and len(header) == len(values):
+                for name, value in zip(header[2:], values[2:]):
+                    try:
+                        row[name] = float(value)
+                    except ValueError:
+                        row[name] = value
+            rows.append(row)
+    if not rows:
+        return {"epochs": None, "steps": None, "last_eval": None, "evaluations": 0}
+    return {"epochs": rows[-1]["epoch"], "steps": rows[-1]["step"], "last_eval": rows[-1],
+            "evaluations": len(rows)}
 
 
 def spacy_train(
@@ -340,6 +363,10 @@ def spacy_train(
     model_dir = output / "model-best"
     if not model_dir.exists():
         model_dir = output / "model-last"
+    try:  # full-precision dev scores of the saved model (the console table rounds SCORE)
+        info["model_dev_scores"] = json.loads((model_dir / "meta.json").read_text()).get("performance")
+    except (OSError, ValueError):
+        info["model_dev_scores"] = None
     info.update({"seconds": t.seconds, "model_dir": str(model_dir), "log": str(log_path),
                  "command": " ".join(cmd[1:])})
     return info

@@ -30,7 +30,7 @@ history_words = true
         "order": 2,
         "beam_width": 4,
         "update": "max-violation",
-        "margin": 1.0,
+        "margin": 40.0,
         "direction": "ltr",
         "attr": "tag",
         "tag_dict_min_count": 0,

@@ -11,6 +11,12 @@ from .weights cimport Bucket
 
 DEF_MIN_BUCKETS = 1024
 
+cdef extern from *:
+    """
+    #define STRUCTPERC_PREFETCH(p) __builtin_prefetch((const void*)(p))
+    """
+    void prefetch "STRUCTPERC_PREFETCH"(const void* p) noexcept nogil
+
 
 cdef inline size_t _bucket(hash_t key, size_t mask) noexcept nogil:
     # Keys are already well mixed 64-bit hashes; fold the high bits in anyway.
@@ -135,12 +141,30 @@ cdef class AveragedWeights:
         return &self._W[r * self.n_classes]
 
     cdef void add_rows(self, const hash_t* keys, int n_keys, weight_t* scores) noexcept nogil:
-        cdef int i, c
-        cdef const weight_t* w
+        # Lookups are cache misses, so they are issued in three passes (buckets, then rows,
+        # then sums) to let the memory system serve them in parallel.
+        cdef int i, j, c, n_found = 0
         cdef int C = self.n_classes
-        for i in range(n_keys):
-            w = self.row(keys[i])
-            if w != NULL:
+        cdef size_t mask = self._capacity - 1
+        cdef const weight_t* base = self._avg if self.use_averages else self._W
+        cdef const weight_t* rows[64]
+        cdef const weight_t* w
+        cdef int64_t r
+        cdef int start, stop
+        for start in range(0, n_keys, 64):
+            stop = min(n_keys, start + 64)
+            for i in range(start, stop):
+                prefetch(&self._table[_bucket(keys[i] if keys[i] else 1, mask)])
+            n_found = 0
+            for i in range(start, stop):
+                r = self.find(keys[i])
+                if r >= 0:
+                    w = &base[r * C]
+                    prefetch(w)
+                    rows[n_found] = w
+                    n_found += 1
+            for j in range(n_found):
+                w = rows[j]
                 for c in range(C):
                     scores[c] += w[c]
 

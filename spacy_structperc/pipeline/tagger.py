@@ -36,7 +36,7 @@ class StructuredTagger(PerceptronPipe):
 
     def __init__(self, vocab: Vocab, model: PerceptronModel, name: str = "tagger", *,
                  decoder: str = "greedy", lookahead_depth: int = 1, order: int = 2,
-                 beam_width: int = 4, update: str = "max-violation", margin: float = 1.0,
+                 beam_width: int = 4, update: str = "max-violation", margin: float = 40.0,
                  direction: str = "ltr", attr: str = "tag", tag_dict_min_count: int = 0,
                  scorer=None):
         _choice(name, "decoder", decoder, DECODERS)
