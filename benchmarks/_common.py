@@ -18,6 +18,7 @@ system itself loads.
 """
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import hashlib
 import importlib.util
@@ -477,6 +478,22 @@ def write_results(path: Path, component: str, rows: Sequence[Dict[str, Any]],
     tmp.write_text(json.dumps(payload, indent=1, ensure_ascii=False) + "\n")
     tmp.replace(path)
     return path
+
+
+@contextlib.contextmanager
+def locked(path: Path):
+    """An exclusive lock on ``path`` + ".lock" (fcntl), so that two benchmark runs finishing at
+    the same time do not lose each other's rows when they merge into one results file."""
+    lock_path = Path(str(path) + ".lock")
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_path, "w") as fh:
+        try:
+            import fcntl
+
+            fcntl.flock(fh, fcntl.LOCK_EX)
+        except ImportError:  # not on POSIX: no lock
+            pass
+        yield
 
 
 def now_iso() -> str:

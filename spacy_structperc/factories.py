@@ -26,7 +26,7 @@ history_words = true
     default_config={
         "model": DEFAULT_TAGGER_MODEL,
         "decoder": "greedy",
-        "lookahead_depth": 1,
+        "lookahead_depth": 0,
         "order": 2,
         "beam_width": 4,
         "update": "max-violation",

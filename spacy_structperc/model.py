@@ -3,6 +3,7 @@
 It stands where a thinc Model would, so spaCy's training loop and serialization find a `model`
 attribute, but it has no thinc parameters: averaging happens inside `AveragedWeights`.
 """
+from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
 import numpy
@@ -52,8 +53,7 @@ class PerceptronModel:
         try:
             from spacy.lookups import load_lookups
             if need_clusters:
-                table = load_lookups(lang, ["lexeme_cluster"]).get_table("lexeme_cluster")
-                self.clusters = {int(k): int(v) for k, v in table.items() if v}
+                self.clusters = _nonzero_clusters(lang)
             if need_lexicon:
                 lookups = load_lookups(lang, ["lemma_index", "lemma_exc", "lemma_rules"])
                 index, exc = lookups.get_table("lemma_index"), lookups.get_table("lemma_exc")
@@ -138,6 +138,32 @@ class PerceptronModel:
         # Pickling (nlp.pipe with n_process > 1 under spawn) keeps the full training state.
         return (_rebuild_model, (self.template_specs, self.n_buckets, self.weights, self.clusters,
                                  self.label_dict, self.lexicon_tables))
+
+
+def _nonzero_clusters(lang: str) -> Dict[int, int]:
+    """word hash -> Brown cluster, for the ~190k English words that have one.
+
+    Read straight from spacy-lookups-data's file, dropping zeros while parsing: building spaCy's
+    Table of all 1M entries first costs ~300 MB of peak memory for nothing.
+    """
+    import gzip
+    import json
+    from spacy.strings import hash_string
+    from spacy.util import registry
+
+    tables = registry.lookups.get(lang)
+    if "lexeme_cluster" not in tables:
+        raise ValueError(f"spacy-lookups-data has no lexeme_cluster table for '{lang}'")
+
+    def keep(pairs):
+        return {hash_string(word): value for word, value in pairs if value}
+
+    path = Path(tables["lexeme_cluster"])
+    if path.exists():   # spaCy's registry names the .json; the package ships .json.gz
+        with path.open(encoding="utf8") as f:
+            return json.load(f, object_pairs_hook=keep)
+    with gzip.open(path.with_suffix(path.suffix + ".gz"), "rt", encoding="utf8") as f:
+        return json.load(f, object_pairs_hook=keep)
 
 
 def _rebuild_model(templates: List[dict], n_buckets: int, weights: Optional[AveragedWeights],

@@ -35,7 +35,7 @@ class StructuredTagger(PerceptronPipe):
     factory_name = "structperc_tagger"
 
     def __init__(self, vocab: Vocab, model: PerceptronModel, name: str = "tagger", *,
-                 decoder: str = "greedy", lookahead_depth: int = 1, order: int = 2,
+                 decoder: str = "greedy", lookahead_depth: int = 0, order: int = 2,
                  beam_width: int = 4, update: str = "max-violation", margin: float = 40.0,
                  direction: str = "ltr", attr: str = "tag", tag_dict_min_count: int = 0,
                  scorer=None):
