@@ -744,8 +744,6 @@ def main(argv=None) -> int:
             kind, _ = job["replace"]
             if kind == "system" or row["setting"] == job["setting"]:
                 return True
-            if kind == "sweep" and "(sweep" in row["setting"]:
-                return True  # a new sweep replaces the whole old one (its epochs may differ)
         return False
 
     with C.locked(results_path):  # other runs may write the same file
@@ -776,8 +774,7 @@ def _write_merged(results_path, new_rows, is_replaced, details, errors, args, da
                   command) -> None:
     old = C.load_results(results_path)
     rows = C.merge_rows(old.get("rows", []), new_rows, is_replaced)
-    all_details = {k: v for k, v in old.get("details", {}).items()
-                   if not (args.beam_sweep and "(sweep" in k)}
+    all_details = dict(old.get("details", {}))
     all_details.update(details)
     extra = {k: v for k, v in old.items() if k not in ("component", "rows", "details")}
     extra.update({

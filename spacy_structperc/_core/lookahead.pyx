@@ -89,12 +89,17 @@ cdef class Lookahead:
             if scores[a] == -INFINITY:
                 continue
             n_valid += 1
+            self.root_paths[a * D1] = a
+            lengths[a] = 1
+            if self.depth == 0:
+                # Plain greedy: the value is the action's own score, no successor to search.
+                self.values[a] = scores[a]
+                continue
             memcpy(child, state, self.system.state_size)
             self.system.transition(child, a)
             # The scores buffer of level 0 is reused by SEARCH at level 1 onwards only from
             # level 1's slot, so scores[a] is still intact here.
             self.values[a] = scores[a] + self.search(1, child, self.depth, &tail)
-            self.root_paths[a * D1] = a
             memcpy(&self.root_paths[a * D1 + 1], &self.paths[D1], tail * sizeof(int))
             lengths[a] = 1 + tail
         return n_valid
