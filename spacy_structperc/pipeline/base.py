@@ -40,6 +40,11 @@ class PerceptronPipe(TrainablePipe):
         return tuple(self.cfg["labels"])
 
     @property
+    def n_classes(self) -> int:
+        """Weight columns: one per label, unless a component encodes its labels (B-X/I-X/O)."""
+        return len(self.labels)
+
+    @property
     def label_data(self) -> List[str]:
         return list(self.labels)
 
@@ -52,7 +57,7 @@ class PerceptronPipe(TrainablePipe):
         self.cfg["labels"].append(label)
         self.vocab.strings.add(label)
         if self.model.is_initialized:
-            self.model.resize(len(self.cfg["labels"]))
+            self.model.resize(self.n_classes)
         self._labels_changed()
         return 1
 
@@ -90,7 +95,7 @@ class PerceptronPipe(TrainablePipe):
         if not self.labels:
             raise ValueError(Errors.S002.format(name=self.name, attr=attr))
         self.model.load_resources(nlp.lang if nlp is not None else self.vocab.lang, self.name)
-        self.model.initialize(len(self.labels))
+        self.model.initialize(self.n_classes)
         self._labels_changed()
 
     # Training hooks spaCy calls ----------------------------------------------------------------
@@ -134,7 +139,7 @@ class PerceptronPipe(TrainablePipe):
 
     def _load_model_bytes(self, data: bytes) -> None:
         self.model.from_bytes(data, self.name)
-        if self.model.weights is not None and self.model.weights.n_classes != len(self.labels):
+        if self.model.weights is not None and self.model.weights.n_classes != self.n_classes:
             raise ValueError(Errors.S006.format(
                 name=self.name,
                 reason=f"{self.model.weights.n_classes} weight columns for {len(self.labels)} labels"))

@@ -1,8 +1,8 @@
 """structperc_tagger: a structured-perceptron part-of-speech tagger.
 
-Three decoders over one model: exact Viterbi (first or second order, Collins 2002), beam search
-with violation-fixing updates (huang2012), and greedy history-based decoding with depth-D
-lookahead and the margin perceptron (tsuruoka2011).
+Three decoders over one model (see SequenceLabeller): exact Viterbi (first or second order,
+Collins 2002), beam search with violation-fixing updates (huang2012), and greedy history-based
+decoding with depth-D lookahead and the margin perceptron (tsuruoka2011).
 """
 from typing import Dict, Iterable, List, Optional
 
@@ -10,26 +10,17 @@ import numpy
 from spacy.attrs import POS, TAG
 from spacy.parts_of_speech import IDS as UPOS_IDS
 from spacy.tokens import Doc
-from spacy.training import Example, validate_examples
+from spacy.training import Example
 from spacy.vocab import Vocab
 
-from .._core import beam, lookahead, viterbi
-from .._core.tagging import TagSystem
 from ..errors import Errors
 from ..model import PerceptronModel
-from .base import PerceptronPipe
+from .sequence import SequenceLabeller, _choice
 
-DECODERS = ("greedy", "viterbi", "beam")
-DIRECTIONS = ("ltr", "rtl")
 ATTRS = {"tag": TAG, "pos": POS}
 
 
-def _choice(name: str, setting: str, value, options) -> None:
-    if value not in options:
-        raise ValueError(Errors.S008.format(setting=setting, value=value, name=name, options=list(options)))
-
-
-class StructuredTagger(PerceptronPipe):
+class StructuredTagger(SequenceLabeller):
     """Assigns `token.tag_` (or `token.pos_`) with an averaged structured perceptron."""
 
     factory_name = "structperc_tagger"
@@ -39,26 +30,14 @@ class StructuredTagger(PerceptronPipe):
                  beam_width: int = 4, update: str = "max-violation", margin: float = 40.0,
                  direction: str = "ltr", attr: str = "tag", tag_dict_min_count: int = 0,
                  scorer=None):
-        _choice(name, "decoder", decoder, DECODERS)
-        _choice(name, "direction", direction, DIRECTIONS)
         _choice(name, "attr", attr, tuple(ATTRS))
-        _choice(name, "update", update, beam.UPDATE_METHODS)
-        _choice(name, "order", order, (1, 2))
-        for setting, value, low in (("lookahead_depth", lookahead_depth, 0), ("beam_width", beam_width, 1),
-                                    ("tag_dict_min_count", tag_dict_min_count, 0)):
-            if not isinstance(value, int) or value < low:
-                raise ValueError(Errors.S012.format(setting=setting, name=name, value=value,
-                                                    requirement=f"an integer >= {low}"))
-        if not margin >= 0:
-            raise ValueError(Errors.S012.format(setting="margin", name=name, value=margin, requirement=">= 0"))
-        if decoder == "viterbi" and model.templates.max_history > order:
-            raise ValueError(Errors.S011.format(name=name, history=model.templates.max_history,
-                                                decoder=decoder, order=order))
-        super().__init__(vocab, model, name, scorer=scorer, decoder=decoder,
-                         lookahead_depth=lookahead_depth, order=order, beam_width=beam_width,
-                         update=update, margin=float(margin), direction=direction, attr=attr,
+        if not isinstance(tag_dict_min_count, int) or tag_dict_min_count < 0:
+            raise ValueError(Errors.S012.format(setting="tag_dict_min_count", name=name,
+                                                value=tag_dict_min_count, requirement="an integer >= 0"))
+        super().__init__(vocab, model, name, decoder=decoder, lookahead_depth=lookahead_depth,
+                         order=order, beam_width=beam_width, update=update, margin=margin,
+                         direction=direction, scorer=scorer, attr=attr,
                          tag_dict_min_count=tag_dict_min_count)
-        self._system: Optional[TagSystem] = None
         self._labels_changed()
 
     # Labels ------------------------------------------------------------------------------------
@@ -68,7 +47,7 @@ class StructuredTagger(PerceptronPipe):
             raise ValueError(Errors.S010.format(label=label, name=self.name))
 
     def _labels_changed(self) -> None:
-        self._system = None
+        super()._labels_changed()
         labels = self.labels
         if self.cfg["attr"] == "pos":
             self._label_values = numpy.array([UPOS_IDS[l] for l in labels], dtype=numpy.uint64)
@@ -83,13 +62,6 @@ class StructuredTagger(PerceptronPipe):
         for orth, j in self._dict_rows.items():
             self._dict_masks[j] = 0
             self._dict_masks[j, label_dict[orth]] = 1
-
-    @property
-    def system(self) -> TagSystem:
-        weights = self.model.weights
-        if self._system is None or self._system.weights is not weights:
-            self._system = TagSystem(self.model.templates, weights)
-        return self._system
 
     def initialize(self, get_examples, *, nlp=None, labels: Optional[Iterable[str]] = None) -> None:
         """Take the label set from `labels` (spacy init labels) or from the training examples."""
@@ -117,41 +89,16 @@ class StructuredTagger(PerceptronPipe):
 
     # Decoding ----------------------------------------------------------------------------------
 
-    def _bind(self, doc: Doc, gold=None):
-        atoms = self.model.atoms(doc)
-        allowed = None
-        if self._dict_rows:
-            rows_of = self._dict_rows
-            allowed = self._dict_masks[[rows_of.get(o, 0) for o in doc.to_array("ORTH").tolist()]]
-            if gold is not None:
-                known = numpy.flatnonzero(gold >= 0)
-                allowed[known, gold[known]] = 1   # never forbid what the gold says
-        if self.cfg["direction"] == "rtl":
-            atoms = atoms[::-1]
-            gold = gold[::-1] if gold is not None else None
-            allowed = allowed[::-1] if allowed is not None else None
-        self.system.set_sentence(atoms, gold, allowed)
-
-    def _decode(self) -> numpy.ndarray:
-        decoder = self.cfg["decoder"]
-        if decoder == "viterbi":
-            return viterbi.viterbi(self.system, self.cfg["order"])[0]
-        if decoder == "beam":
-            return beam.decode(self.system, self.cfg["beam_width"])
-        return lookahead.decode(self.system, self.cfg["lookahead_depth"])
-
-    def predict(self, docs: Iterable[Doc]) -> List[numpy.ndarray]:
-        """Label every token of every doc, with averaged weights."""
-        self.begin_predict()
-        out = []
-        for doc in docs:
-            if len(doc) == 0:
-                out.append(numpy.zeros((0,), dtype=numpy.int32))
-                continue
-            self._bind(doc)
-            classes = self._decode()
-            out.append(classes[::-1] if self.cfg["direction"] == "rtl" else classes)
-        return out
+    def _position_mask(self, doc: Doc, gold: Optional[numpy.ndarray]) -> Optional[numpy.ndarray]:
+        """The tag dictionary's candidates per token (never excluding a known gold label)."""
+        if not self._dict_rows:
+            return None
+        rows_of = self._dict_rows
+        allowed = self._dict_masks[[rows_of.get(o, 0) for o in doc.to_array("ORTH").tolist()]]
+        if gold is not None:
+            known = numpy.flatnonzero(gold >= 0)
+            allowed[known, gold[known]] = 1   # never forbid what the gold says
+        return allowed
 
     def set_annotations(self, docs: Iterable[Doc], batch_classes: List[numpy.ndarray]) -> None:
         attr = ATTRS[self.cfg["attr"]]
@@ -181,65 +128,3 @@ class StructuredTagger(PerceptronPipe):
                 else:
                     raise ValueError(Errors.S004.format(label=label, name=self.name))
         return numpy.asarray(classes, dtype=numpy.int32)
-
-    def update(self, examples: Iterable[Example], *, drop: float = 0.0, sgd=None,
-               losses: Optional[Dict[str, float]] = None) -> Dict[str, float]:
-        """One online perceptron pass over the examples.
-
-        losses[name] counts wrongly labelled tokens (decoded with the current weights, before each
-        update). For beam training, `{name}_updates` and `{name}_invalid_updates` count updates and
-        those standard updates that were not violations (huang2012 Fig. 5).
-        """
-        if losses is None:
-            losses = {}
-        losses.setdefault(self.name, 0.0)
-        validate_examples(examples, f"{type(self).__name__}.update")
-        self._require_initialized()
-        self.begin_update()
-        weights = self.model.weights
-        system = self.system
-        decoder = self.cfg["decoder"]
-        mistakes = n_updates = n_invalid = 0
-        for eg in examples:
-            doc = eg.predicted
-            if len(doc):
-                gold = self._gold_classes(eg)
-                if (gold >= 0).any():
-                    self._bind(doc, gold)
-                    if decoder == "viterbi":
-                        wrong, _ = viterbi.train_viterbi(system, self.cfg["order"])
-                        mistakes += wrong
-                        n_updates += wrong > 0
-                    elif decoder == "beam":
-                        if (gold < 0).any():
-                            self._complete_gold(gold)
-                        result = beam.train(system, self.cfg["beam_width"], self.cfg["update"])
-                        mistakes += result["wrong"]
-                        n_updates += result["updated"]
-                        n_invalid += result["invalid"]
-                    else:
-                        updates, errors, _ = lookahead.train(system, self.cfg["lookahead_depth"], self.cfg["margin"])
-                        mistakes += errors
-                        n_updates += updates
-            weights.next_example()
-        losses[self.name] += mistakes
-        losses[f"{self.name}_updates"] = losses.get(f"{self.name}_updates", 0.0) + n_updates
-        if decoder == "beam" and self.cfg["update"] in ("standard", "hybrid"):
-            losses[f"{self.name}_invalid_updates"] = losses.get(f"{self.name}_invalid_updates", 0.0) + n_invalid
-        return losses
-
-    def _complete_gold(self, gold: numpy.ndarray) -> None:
-        """Fill missing gold labels with the model's best guess consistent with the known ones."""
-        system = self.system
-        atoms, allowed_before = system._bound_atoms(), system._bound_allowed()
-        if self.cfg["direction"] == "rtl":
-            gold = gold[::-1]
-        known = gold >= 0
-        allowed = numpy.ones((len(gold), len(self.labels)), dtype=numpy.uint8)
-        if allowed_before is not None:
-            allowed &= allowed_before
-        allowed[known] = 0
-        allowed[known, gold[known]] = 1
-        system.set_sentence(atoms, None, allowed)
-        completed = lookahead.decode(system, 0)
-        system.set_sentence(atoms, completed, allowed_before)

@@ -1,0 +1,195 @@
+"""SequenceLabeller: one label per token over the shared core, for the tagger and the chunker.
+
+Three decoders over one model: exact Viterbi (first or second order, Collins 2002), beam search
+with violation-fixing updates (huang2012), and greedy history-based decoding with depth-D
+lookahead and the margin perceptron (tsuruoka2011). Subclasses say how gold labels become class
+ids (`_gold_classes`), how decisions are written to the Doc (`set_annotations`), and optionally
+which label bigrams are valid (`_transitions`, e.g. BIO) and which labels each token may take
+(`_position_mask`, e.g. a tag dictionary).
+"""
+from typing import Dict, Iterable, List, Optional
+
+import numpy
+from spacy.tokens import Doc
+from spacy.training import Example, validate_examples
+from spacy.vocab import Vocab
+
+from .._core import beam, lookahead, viterbi
+from .._core.tagging import TagSystem
+from ..errors import Errors
+from ..model import PerceptronModel
+from .base import PerceptronPipe
+
+DECODERS = ("greedy", "viterbi", "beam")
+DIRECTIONS = ("ltr", "rtl")
+
+
+def _choice(name: str, setting: str, value, options) -> None:
+    if value not in options:
+        raise ValueError(Errors.S008.format(setting=setting, value=value, name=name, options=list(options)))
+
+
+class SequenceLabeller(PerceptronPipe):
+    """A structured-perceptron sequence labeller: subclass it, do not add it to a pipeline."""
+
+    def __init__(self, vocab: Vocab, model: PerceptronModel, name: str, *,
+                 decoder: str = "greedy", lookahead_depth: int = 0, order: int = 2,
+                 beam_width: int = 4, update: str = "max-violation", margin: float = 40.0,
+                 direction: str = "ltr", scorer=None, **cfg):
+        _choice(name, "decoder", decoder, DECODERS)
+        _choice(name, "direction", direction, DIRECTIONS)
+        _choice(name, "update", update, beam.UPDATE_METHODS)
+        _choice(name, "order", order, (1, 2))
+        for setting, value, low in (("lookahead_depth", lookahead_depth, 0), ("beam_width", beam_width, 1)):
+            if not isinstance(value, int) or value < low:
+                raise ValueError(Errors.S012.format(setting=setting, name=name, value=value,
+                                                    requirement=f"an integer >= {low}"))
+        if not margin >= 0:
+            raise ValueError(Errors.S012.format(setting="margin", name=name, value=margin, requirement=">= 0"))
+        if decoder == "viterbi" and model.templates.max_history > order:
+            raise ValueError(Errors.S011.format(name=name, history=model.templates.max_history,
+                                                decoder=decoder, order=order))
+        self._system: Optional[TagSystem] = None
+        super().__init__(vocab, model, name, scorer=scorer, decoder=decoder,
+                         lookahead_depth=lookahead_depth, order=order, beam_width=beam_width,
+                         update=update, margin=float(margin), direction=direction, **cfg)
+
+    # Classes -----------------------------------------------------------------------------------
+
+    def _labels_changed(self) -> None:
+        self._system = None
+
+    def _transitions(self) -> Optional[numpy.ndarray]:
+        """Valid label bigrams, left to right: (n_classes + 1, n_classes) bool, row n_classes =
+        the sentence start; None allows all."""
+        return None
+
+    def _position_mask(self, doc: Doc, gold: Optional[numpy.ndarray]) -> Optional[numpy.ndarray]:
+        """Labels each token may take (n_tokens, n_classes) uint8, in text order; None allows all."""
+        return None
+
+    def _gold_classes(self, eg: Example) -> numpy.ndarray:
+        """Gold class per token of eg.predicted; -1 where unknown."""
+        raise NotImplementedError
+
+    @property
+    def system(self) -> TagSystem:
+        weights = self.model.weights
+        if self._system is None or self._system.weights is not weights or \
+                self._system.n_actions != weights.n_classes:
+            trans = self._transitions()
+            self._start_mask = None
+            if trans is not None:
+                trans = numpy.asarray(trans, dtype=numpy.uint8)
+                m = trans.shape[1]
+                if self.cfg["direction"] == "rtl":
+                    # Right to left, the previous decision is the next token: transpose, and the
+                    # constraint on the first token becomes one on the last decision.
+                    if not trans[m].all():
+                        self._start_mask = trans[m].copy()
+                    rtl = numpy.ones_like(trans)
+                    rtl[:m] = trans[:m].T
+                    trans = rtl
+            self._system = TagSystem(self.model.templates, weights, trans)
+        return self._system
+
+    # Decoding ----------------------------------------------------------------------------------
+
+    def _bind(self, doc: Doc, gold: Optional[numpy.ndarray] = None) -> None:
+        system = self.system
+        atoms = self.model.atoms(doc)
+        allowed = self._position_mask(doc, gold)
+        if self.cfg["direction"] == "rtl":
+            if self._start_mask is not None and len(doc):
+                if allowed is None:
+                    allowed = numpy.ones((len(doc), self.n_classes), dtype=numpy.uint8)
+                allowed[0] &= self._start_mask
+            atoms = atoms[::-1]
+            gold = gold[::-1] if gold is not None else None
+            allowed = allowed[::-1] if allowed is not None else None
+        system.set_sentence(atoms, gold, allowed)
+
+    def _decode(self) -> numpy.ndarray:
+        decoder = self.cfg["decoder"]
+        if decoder == "viterbi":
+            return viterbi.viterbi(self.system, self.cfg["order"])[0]
+        if decoder == "beam":
+            return beam.decode(self.system, self.cfg["beam_width"])
+        return lookahead.decode(self.system, self.cfg["lookahead_depth"])
+
+    def predict(self, docs: Iterable[Doc]) -> List[numpy.ndarray]:
+        """Class ids for every token of every doc, with averaged weights."""
+        self.begin_predict()
+        out = []
+        for doc in docs:
+            if len(doc) == 0:
+                out.append(numpy.zeros((0,), dtype=numpy.int32))
+                continue
+            self._bind(doc)
+            classes = self._decode()
+            out.append(classes[::-1] if self.cfg["direction"] == "rtl" else classes)
+        return out
+
+    # Training ----------------------------------------------------------------------------------
+
+    def update(self, examples: Iterable[Example], *, drop: float = 0.0, sgd=None,
+               losses: Optional[Dict[str, float]] = None) -> Dict[str, float]:
+        """One online perceptron pass over the examples.
+
+        losses[name] counts wrongly labelled tokens (decoded with the current weights, before each
+        update). For beam training, `{name}_updates` and `{name}_invalid_updates` count updates and
+        those standard updates that were not violations (huang2012 Fig. 5).
+        """
+        if losses is None:
+            losses = {}
+        losses.setdefault(self.name, 0.0)
+        validate_examples(examples, f"{type(self).__name__}.update")
+        self._require_initialized()
+        self.begin_update()
+        weights = self.model.weights
+        system = self.system
+        decoder = self.cfg["decoder"]
+        mistakes = n_updates = n_invalid = 0
+        for eg in examples:
+            doc = eg.predicted
+            if len(doc):
+                gold = self._gold_classes(eg)
+                if (gold >= 0).any():
+                    self._bind(doc, gold)
+                    if decoder == "viterbi":
+                        wrong, _ = viterbi.train_viterbi(system, self.cfg["order"])
+                        mistakes += wrong
+                        n_updates += wrong > 0
+                    elif decoder == "beam":
+                        if (gold < 0).any():
+                            self._complete_gold(gold)
+                        result = beam.train(system, self.cfg["beam_width"], self.cfg["update"])
+                        mistakes += result["wrong"]
+                        n_updates += result["updated"]
+                        n_invalid += result["invalid"]
+                    else:
+                        updates, errors, _ = lookahead.train(system, self.cfg["lookahead_depth"], self.cfg["margin"])
+                        mistakes += errors
+                        n_updates += updates
+            weights.next_example()
+        losses[self.name] += mistakes
+        losses[f"{self.name}_updates"] = losses.get(f"{self.name}_updates", 0.0) + n_updates
+        if decoder == "beam" and self.cfg["update"] in ("standard", "hybrid"):
+            losses[f"{self.name}_invalid_updates"] = losses.get(f"{self.name}_invalid_updates", 0.0) + n_invalid
+        return losses
+
+    def _complete_gold(self, gold: numpy.ndarray) -> None:
+        """Fill missing gold labels with the model's best guess consistent with the known ones."""
+        system = self.system
+        atoms, allowed_before = system._bound_atoms(), system._bound_allowed()
+        if self.cfg["direction"] == "rtl":
+            gold = gold[::-1]
+        known = gold >= 0
+        allowed = numpy.ones((len(gold), self.n_classes), dtype=numpy.uint8)
+        if allowed_before is not None:
+            allowed &= allowed_before
+        allowed[known] = 0
+        allowed[known, gold[known]] = 1
+        system.set_sentence(atoms, None, allowed)
+        completed = lookahead.decode(system, 0)
+        system.set_sentence(atoms, completed, allowed_before)
