@@ -1,7 +1,8 @@
 """spacy-structperc: structured-perceptron components for spaCy."""
 from .about import __version__
 from .model import PerceptronModel
+from .pipeline.chunker import StructuredChunker
 from .pipeline.tagger import StructuredTagger
 from . import factories  # noqa: F401  (registers the factories)
 
-__all__ = ["__version__", "PerceptronModel", "StructuredTagger"]
+__all__ = ["__version__", "PerceptronModel", "StructuredChunker", "StructuredTagger"]

@@ -39,11 +39,18 @@ class Errors(metaclass=ErrorsWithCodes):
             "spacy-lookups-data at initialization, but it could not be loaded for language "
             "'{lang}' ({reason}). Install it with `pip install spacy-lookups-data`, or use a "
             "feature set with clusters = false.")
+    S015 = ("{path}, line {line}: expected 'word POS chunk' (three fields separated by "
+            "whitespace, chunk tag O, B-TYPE or I-TYPE), got {text!r}. Fix or remove the line.")
+    S016 = "Unknown part {part!r} of the CoNLL-2000 reader; expected one of {options}."
+    S017 = "heldout must be an integer >= 0; got {value!r}."
+    S018 = "The CoNLL-2000 reader has no path; set it in [paths] (e.g. --paths.train)."
 
 
 class Warnings(metaclass=ErrorsWithCodes):
     W001 = ("Component '{name}' skipped {n} example(s) in this batch whose tokenization could not "
             "be aligned with the gold standard.")
+    W002 = ("{path}: {n} chunk tag(s) I-X do not continue a chunk of type X (first at line "
+            "{line}); they were read as conlleval reads them, each starting a new chunk.")
 
 
 def warn(message: str) -> None:

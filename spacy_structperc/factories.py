@@ -6,6 +6,7 @@ from thinc.api import Config
 
 from . import registry as _registry  # noqa: F401  (registers architectures, features, scorers)
 from .model import PerceptronModel
+from .pipeline.chunker import StructuredChunker
 from .pipeline.tagger import StructuredTagger
 
 DEFAULT_TAGGER_MODEL = Config().from_str("""
@@ -45,3 +46,41 @@ def make_tagger(nlp: Language, name: str, model: PerceptronModel, decoder: str, 
                             order=order, beam_width=beam_width, update=update, margin=margin,
                             direction=direction, attr=attr,
                             tag_dict_min_count=tag_dict_min_count, scorer=scorer)
+
+
+DEFAULT_CHUNKER_MODEL = Config().from_str("""
+[model]
+@architectures = "spacy-structperc.AveragedPerceptron.v1"
+n_buckets = 1048576
+
+[model.features]
+@misc = "spacy-structperc.chunker_features.v1"
+pos = true
+history = 2
+history_features = true
+""")["model"]
+
+
+@Language.factory(
+    "structperc_chunker",
+    assigns=["doc.spans"],
+    default_config={
+        "model": DEFAULT_CHUNKER_MODEL,
+        "spans_key": "chunks",
+        "decoder": "greedy",
+        "lookahead_depth": 0,
+        "order": 2,
+        "beam_width": 4,
+        "update": "max-violation",
+        "margin": 40.0,
+        "direction": "ltr",
+        "scorer": {"@scorers": "spacy-structperc.chunk_scorer.v1"},
+    },
+    default_score_weights={"spans_chunks_f": 1.0, "spans_chunks_p": 0.0, "spans_chunks_r": 0.0},
+)
+def make_chunker(nlp: Language, name: str, model: PerceptronModel, spans_key: str, decoder: str,
+                 lookahead_depth: int, order: int, beam_width: int, update: str, margin: float,
+                 direction: str, scorer: Optional[Callable]) -> StructuredChunker:
+    return StructuredChunker(nlp.vocab, model, name, spans_key=spans_key, decoder=decoder,
+                             lookahead_depth=lookahead_depth, order=order, beam_width=beam_width,
+                             update=update, margin=margin, direction=direction, scorer=scorer)

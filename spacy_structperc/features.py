@@ -272,6 +272,54 @@ def tagger_templates(history: int = 2, history_words: bool = True, window: int =
     return t
 
 
+def chunker_templates(pos: bool = True, history: int = 2, history_features: bool = True,
+                      window: int = 2, affixes: bool = False) -> List[dict]:
+    """Chunking templates after Sha & Pereira (2003) as used by Tsuruoka et al. (2009, 2011).
+
+    Words w-2..w+2, w-1w0, w0w+1; POS p-2..p+2, p-2p-1, p-1p0, p0p+1, p+1p+2, p-2p-1p0,
+    p-1p0p+1, p0p+1p+2; chunk-tag history t-1, t-2t-1 (history = 2), and t-1 conjoined with
+    w0 and p0 (history_features). pos = false chunks from words alone (no token.tag_ needed);
+    affixes adds suffix and shape features, which help most then.
+    """
+    t = [template("bias", (0, "bias"))]
+    t.append(template("w0", (0, "lower")))
+    for k in range(1, window + 1):
+        t.append(template(f"w-{k}", (-k, "lower")))
+        t.append(template(f"w+{k}", (k, "lower")))
+    t.append(template("w-1,w0", (-1, "lower"), (0, "lower")))
+    t.append(template("w0,w+1", (0, "lower"), (1, "lower")))
+    if pos:
+        t.append(template("p0", (0, "tag")))
+        for k in range(1, window + 1):
+            t.append(template(f"p-{k}", (-k, "tag")))
+            t.append(template(f"p+{k}", (k, "tag")))
+        t.append(template("p-2,p-1", (-2, "tag"), (-1, "tag")))
+        t.append(template("p-1,p0", (-1, "tag"), (0, "tag")))
+        t.append(template("p0,p+1", (0, "tag"), (1, "tag")))
+        t.append(template("p+1,p+2", (1, "tag"), (2, "tag")))
+        t.append(template("p-2,p-1,p0", (-2, "tag"), (-1, "tag"), (0, "tag")))
+        t.append(template("p-1,p0,p+1", (-1, "tag"), (0, "tag"), (1, "tag")))
+        t.append(template("p0,p+1,p+2", (0, "tag"), (1, "tag"), (2, "tag")))
+    if affixes:
+        for k in (1, 2, 3, 4):
+            t.append(template(f"s{k}", (0, f"s{k}")))
+        t.append(template("shape", (0, "shape")))
+        t.append(template("sshape-1,sshape0,sshape+1", (-1, "short_shape"), (0, "short_shape"), (1, "short_shape")))
+        t.append(template("s3-1", (-1, "s3")))
+        t.append(template("s3+1", (1, "s3")))
+    if history >= 1:
+        t.append(template("t-1", ("hist", 1)))
+    if history >= 2:
+        t.append(template("t-2,t-1", ("hist", 2), ("hist", 1)))
+    if history_features and history >= 1:
+        t.append(template("t-1,w0", ("hist", 1), (0, "lower")))
+        if pos:
+            t.append(template("t-1,p0", ("hist", 1), (0, "tag")))
+        elif affixes:
+            t.append(template("t-1,s3", ("hist", 1), (0, "s3")))
+    return t
+
+
 def atoms_of(templates: Sequence[dict]) -> List[str]:
     """The atom names a template set reads, in a stable order (bias first)."""
     seen: List[str] = []

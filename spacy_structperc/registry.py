@@ -1,5 +1,7 @@
 """Registered functions: the model architecture, feature-template sets and scorers.
 
+The chunk scorer and the CoNLL-2000 corpus reader are registered in scorers.py and readers.py.
+
 Plain Python, referenced by entry points (pyproject.toml), so `spacy.load` finds them without
 importing spacy_structperc first. Names are versioned; old versions stay registered.
 """
@@ -9,7 +11,9 @@ from spacy.scorer import Scorer
 from spacy.training import Example
 from spacy.util import registry
 
-from .features import tagger_templates
+from . import readers as _readers  # noqa: F401  (registers the CoNLL-2000 reader)
+from . import scorers as _scorers  # noqa: F401  (registers the chunk scorer)
+from .features import chunker_templates, tagger_templates
 from .model import PerceptronModel
 
 
@@ -41,6 +45,18 @@ def tagger_features(history: int = 2, history_words: bool = True, window: int = 
 def tagger_features_small(history: int = 1) -> List[dict]:
     """A compact template set (current word, suffix 3, previous label): fast, and tiny models."""
     return tagger_templates(history, history_words=False, window=0, suffixes=3, prefixes=0)
+
+
+@registry.misc("spacy-structperc.chunker_features.v1")
+def chunker_features(pos: bool = True, history: int = 2, history_features: bool = True,
+                     window: int = 2, affixes: bool = False) -> List[dict]:
+    """Word, POS and chunk-tag-history templates for chunking (Sha & Pereira 2003).
+
+    pos: read token.tag_ (set upstream or by the corpus reader); false chunks from words only.
+    history: previous chunk tags read (1 = bigram, decodable by first-order Viterbi; 2 = trigram).
+    affixes: add suffix and word-shape features (useful with pos = false).
+    """
+    return chunker_templates(pos, history, history_features, window, affixes)
 
 
 def tagger_score(examples: Iterable[Example], *, attr: str = "tag", **kwargs) -> Dict[str, Any]:

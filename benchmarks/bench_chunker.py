@@ -1,0 +1,497 @@
+"""Benchmark the structured-perceptron chunker against a CRFsuite CRF and spaCy's `ner`.
+
+One run, on CoNLL-2000 (gold POS tags from the data, one Doc per sentence):
+
+1. our chunker (structperc_chunker) at lookahead depth 0, 1 and 2, with second-order Viterbi and
+   with beam 4 / max-violation: trained in-process (Python loop over nlp.update, examples
+   shuffled each epoch, batches of ~1,000 words) on the whole training file, for the number of
+   epochs chosen on the held-out split (the last 1,000 training sentences; see --tune);
+2. CRFsuite, first order, with the same observation features (the label-history conjunctions
+   excepted, which a first-order CRF cannot have);
+3. spaCy's built-in `ner` (CPU efficiency config from `spacy init config`) trained with
+   `spacy train` on the chunks as entities: all but the last 1,000 training sentences, with
+   those as its dev set (spaCy needs one);
+
+and records test spans_chunks_f/p/r (conlleval counts, spacy_structperc.scorers), train_seconds,
+predict_wps (test words / seconds of one nlp.pipe call, batch_size 1000, over un-annotated copies
+of the test Docs that keep the POS tags) and peak_rss_mb in ``benchmarks/results/chunker.json``
+(rows merged with the file's: only what was re-run is replaced), then draws
+``chunker_lookahead.png`` (F1 and speed against depth).
+
+Examples (from the repo root)::
+
+    python benchmarks/bench_chunker.py --quick            # smoke run on slices
+    python benchmarks/bench_chunker.py                    # everything
+    python benchmarks/bench_chunker.py --only crfsuite,structperc_chunker
+    python benchmarks/bench_chunker.py --tune --margins 0,10,40 --epochs 12   # held-out curves
+    python benchmarks/bench_chunker.py --plots-only
+
+The data dir defaults to ``$STRUCTPERC_DATA/conll2000``, else ``../shared/data/conll2000``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shlex
+import sys
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _common as C  # noqa: E402
+
+COMPONENT = "chunker"
+DATASET = "conll2000"
+OURS = "structperc_chunker"
+SYSTEMS = ("spacy_ner", "crfsuite", OURS)
+HELDOUT = 1000
+
+# Our settings: "config" is passed to nlp.add_pipe over the factory defaults (greedy, lookahead 0,
+# margin 40). Margin and epochs were chosen on the held-out split with
+# `--tune --depths 0,1 --margins 0,10,40,100 --epochs 12`: margin 40 was best at both depths
+# (held-out F1 after 12 epochs: depth 0 0.9394 / 0.9404 / 0.9431 / 0.9408, depth 1
+# 0.9412 / 0.9420 / 0.9457 / 0.9431), and F1 was still creeping up at 10-12 epochs.
+FIRST_ORDER_FEATURES = {"@misc": "spacy-structperc.chunker_features.v1", "history": 1}
+STRUCTPERC_SETTINGS: List[Dict[str, Any]] = [
+    {"setting": "default", "config": {}},
+    {"setting": "greedy, lookahead 0", "config": {"decoder": "greedy", "lookahead_depth": 0}},
+    {"setting": "greedy, lookahead 1", "config": {"decoder": "greedy", "lookahead_depth": 1}},
+    {"setting": "greedy, lookahead 2", "config": {"decoder": "greedy", "lookahead_depth": 2}},
+    {"setting": "viterbi, order 2", "config": {"decoder": "viterbi", "order": 2}},
+    {"setting": "beam 4, max-violation",
+     "config": {"decoder": "beam", "beam_width": 4, "update": "max-violation"}},
+]
+DEFAULT_EPOCHS = 12
+
+CRF_PARAMS = {"algorithm": "lbfgs", "c1": 0.0, "c2": 1.0, "max_iterations": 150}
+
+QUICK_LIMITS = {"train": 1000, "test": 500}
+QUICK_EPOCHS = 2
+QUICK_CRF_ITERATIONS = 30
+QUICK_SPACY_STEPS = 200
+
+NOTES = [
+    "CoNLL-2000 chunking (WSJ sections 15-18 train, 8,936 sentences; section 20 test, 2,012 "
+    "sentences), POS tags as given in the data (token.tag_), one Doc per sentence.",
+    "spans_chunks_f/p/r: chunk F1/precision/recall counted as conlleval counts (a chunk is correct "
+    "when its type and both boundaries match), as fractions.",
+    "CoNLL-2000 has no development split: epochs, margins and CRF settings were chosen on the last "
+    "1,000 training sentences (held out), and the final models of ours and CRFsuite train on all "
+    "8,936; spaCy's ner trains on the first 7,936 with the last 1,000 as its dev set.",
+    "train_seconds: ours: wall time of the training loop (initialize + epochs of nlp.update); "
+    "crfsuite: feature extraction + L-BFGS; spaCy ner: the whole spacy train command.",
+    "predict_wps: test words / wall seconds of one nlp.pipe call (batch_size 1000, one process, "
+    "one thread) over un-annotated copies of the test Docs (words and POS tags); for crfsuite the "
+    "timed loop extracts features, tags and writes the chunks as spans.",
+    "All children run with OMP/OPENBLAS/MKL/BLIS_NUM_THREADS=1.",
+]
+
+
+# ---------------------------------------------------------------------------------------------
+# Data and evaluation
+
+
+def _docs(path: str, part: str, limit: int, vocab):
+    from spacy_structperc.readers import conll2000_docs
+
+    return conll2000_docs(vocab, path, part=part, heldout=HELDOUT, limit=limit)
+
+
+def _inputs(gold_docs, vocab):
+    from spacy_structperc.readers import predicted_copy
+
+    return [predicted_copy(vocab, d) for d in gold_docs]
+
+
+def _score(pred_docs, gold_docs) -> Dict[str, float]:
+    from spacy.training import Example
+
+    from spacy_structperc.scorers import score_chunks
+
+    s = score_chunks([Example(p, g) for p, g in zip(pred_docs, gold_docs)])
+    return {k: s[k] for k in ("spans_chunks_f", "spans_chunks_p", "spans_chunks_r")}
+
+
+def _time_pipe(nlp, gold_docs, repeats: int):
+    first, best = None, float("inf")
+    for _ in range(max(1, repeats)):
+        docs = _inputs(gold_docs, nlp.vocab)
+        with C.Timer() as t:
+            preds = list(nlp.pipe(docs, batch_size=1000))
+        first = preds if first is None else first
+        best = min(best, t.seconds)
+    return first, C.count_tokens(gold_docs) / best, best
+
+
+def _batches(examples, size_words: int = 1000):
+    batch, n = [], 0
+    for eg in examples:
+        batch.append(eg)
+        n += len(eg.reference)
+        if n >= size_words:
+            yield batch
+            batch, n = [], 0
+    if batch:
+        yield batch
+
+
+# ---------------------------------------------------------------------------------------------
+# Systems (each runs in a child process)
+
+
+def run_structperc(data: Dict[str, str], config: Dict[str, Any], epochs: int, train_part: str,
+                   eval_path: str, eval_part: str, limits: Dict[str, int],
+                   eval_each_epoch: bool = False, predict_repeats: int = 1,
+                   seed: int = 0) -> Dict[str, Any]:
+    import spacy
+    from spacy.training import Example
+
+    import spacy_structperc  # noqa: F401
+
+    nlp = spacy.blank("en")
+    chunker = nlp.add_pipe(OURS, config=config)
+    train_gold = _docs(data["train"], train_part, limits.get("train", 0), nlp.vocab)
+    eval_gold = _docs(eval_path, eval_part, limits.get("test", 0), nlp.vocab)
+    examples = [Example(p, g) for p, g in zip(_inputs(train_gold, nlp.vocab), train_gold)]
+    rng = random.Random(seed)
+    curve = []
+    train_seconds = 0.0
+    with C.Timer() as t_init:
+        nlp.initialize(lambda: examples)
+    train_seconds += t_init.seconds
+    for epoch in range(epochs):
+        order = list(examples)
+        rng.shuffle(order)
+        losses: Dict[str, float] = {}
+        with C.Timer() as t:
+            for batch in _batches(order):
+                nlp.update(batch, losses=losses)
+        train_seconds += t.seconds
+        print(f"[{OURS}] epoch {epoch + 1}: {losses.get(OURS, 0):.0f} wrong tokens, "
+              f"{t.seconds:.1f}s", flush=True)
+        if eval_each_epoch:
+            preds = list(nlp.pipe(_inputs(eval_gold, nlp.vocab), batch_size=1000))
+            curve.append({"epoch": epoch + 1, **_score(preds, eval_gold), "loss": losses.get(OURS, 0)})
+            print(f"  {eval_part}: F1 {curve[-1]['spans_chunks_f']:.4f}", flush=True)
+    preds, wps, seconds = _time_pipe(nlp, eval_gold, predict_repeats)
+    metrics = _score(preds, eval_gold)
+    metrics.update({"train_seconds": train_seconds, "predict_wps": wps})
+    return {"metrics": metrics,
+            "details": {"config": config, "epochs": epochs, "curve": curve, "predict_seconds": seconds,
+                        "train_sentences": len(examples), "model_bytes": len(chunker.to_bytes())}}
+
+
+def crf_token_features(doc) -> List[List[str]]:
+    """The observation features of spacy-structperc.chunker_features.v1 (pos = true)."""
+    words = [t.text.lower() for t in doc]
+    tags = [t.tag_ for t in doc]
+    n = len(words)
+
+    def w(i):
+        return words[i] if 0 <= i < n else ("<s>" if i < 0 else "</s>")
+
+    def p(i):
+        return tags[i] if 0 <= i < n else ("<s>" if i < 0 else "</s>")
+
+    seq = []
+    for i in range(n):
+        f = ["b", "w0=" + w(i), "w-1=" + w(i - 1), "w+1=" + w(i + 1), "w-2=" + w(i - 2),
+             "w+2=" + w(i + 2), "w-1w0=" + w(i - 1) + "|" + w(i), "w0w+1=" + w(i) + "|" + w(i + 1),
+             "p0=" + p(i), "p-1=" + p(i - 1), "p+1=" + p(i + 1), "p-2=" + p(i - 2), "p+2=" + p(i + 2),
+             "p-2p-1=" + p(i - 2) + "|" + p(i - 1), "p-1p0=" + p(i - 1) + "|" + p(i),
+             "p0p+1=" + p(i) + "|" + p(i + 1), "p+1p+2=" + p(i + 1) + "|" + p(i + 2),
+             "p-2p-1p0=" + "|".join((p(i - 2), p(i - 1), p(i))),
+             "p-1p0p+1=" + "|".join((p(i - 1), p(i), p(i + 1))),
+             "p0p+1p+2=" + "|".join((p(i), p(i + 1), p(i + 2)))]
+        seq.append(f)
+    return seq
+
+
+def _iob(doc) -> List[str]:
+    from spacy_structperc.scorers import chunks_to_iob
+
+    return chunks_to_iob(len(doc), [(s.start, s.end, s.label_) for s in doc.spans["chunks"]])
+
+
+def run_crfsuite(data: Dict[str, str], out_dir: str, params: Dict[str, Any], eval_path: str,
+                 eval_part: str, limits: Dict[str, int], train_part: str = "all",
+                 predict_repeats: int = 1) -> Dict[str, Any]:
+    import pycrfsuite
+    from spacy.tokens import Span
+    from spacy.vocab import Vocab
+
+    from spacy_structperc.scorers import iob_to_chunks
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    vocab = Vocab()
+    train = _docs(data["train"], train_part, limits.get("train", 0), vocab)
+    with C.Timer() as t_train:
+        trainer = pycrfsuite.Trainer(algorithm=params["algorithm"], verbose=False)
+        for doc in train:
+            trainer.append(crf_token_features(doc), _iob(doc))
+        trainer.set_params({"c1": params["c1"], "c2": params["c2"],
+                            "max_iterations": params["max_iterations"],
+                            "feature.possible_transitions": True})
+        trainer.train(str(out / "chunks.crfsuite"))
+    print(f"[crfsuite] trained in {t_train.seconds:.0f}s", flush=True)
+    gold = _docs(eval_path, eval_part, limits.get("test", 0), vocab)
+    tagger = pycrfsuite.Tagger()
+    tagger.open(str(out / "chunks.crfsuite"))
+    first, best = None, float("inf")
+    for _ in range(max(1, predict_repeats)):
+        docs = _inputs(gold, vocab)
+        with C.Timer() as t:
+            for doc in docs:
+                tags = tagger.tag(crf_token_features(doc))
+                doc.spans["chunks"] = [Span(doc, s, e, label) for s, e, label in iob_to_chunks(tags)]
+        first = docs if first is None else first
+        best = min(best, t.seconds)
+    metrics = _score(first, gold)
+    metrics.update({"train_seconds": t_train.seconds, "predict_wps": C.count_tokens(gold) / best})
+    setting = (f"1st-order, {params['algorithm']} c1={params['c1']} c2={params['c2']}, "
+               f"{params['max_iterations']} iters")
+    return {"setting": setting, "metrics": metrics, "details": {"params": params}}
+
+
+def run_spacy_ner(data: Dict[str, str], out_dir: str, max_steps: Optional[int], eval_path: str,
+                  eval_part: str, limits: Dict[str, int], extra_overrides: Sequence[str] = (),
+                  predict_repeats: int = 1) -> Dict[str, Any]:
+    import subprocess
+
+    import spacy
+    from spacy.tokens import DocBin, Span
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    nlp = spacy.blank("en")
+    for part, name in (("train", "train"), ("heldout", "dev")):
+        db = DocBin()
+        for doc in _docs(data["train"], part, limits.get("train", 0) if part == "train" else
+                         min(limits.get("test", 0) or HELDOUT, HELDOUT), nlp.vocab):
+            doc.ents = list(doc.spans["chunks"])
+            db.add(doc)
+        db.to_disk(out / f"{name}.spacy")
+    config = out / "config.cfg"
+    subprocess.run([sys.executable, "-m", "spacy", "init", "config", str(config), "--lang", "en",
+                    "--pipeline", "ner", "--optimize", "efficiency", "--force"],
+                   check=True, stdout=subprocess.DEVNULL, env=C.child_env())
+    overrides = ["--corpora.train.gold_preproc", "true", "--corpora.dev.gold_preproc", "true"]
+    if max_steps:
+        overrides += ["--training.max_steps", str(max_steps)]
+    overrides += list(extra_overrides)
+    run = C.spacy_train(config, out / "model", out / "train.spacy", out / "dev.spacy",
+                        overrides=overrides, log_path=out / "train.log")
+    print(f"[spacy_ner] {run['steps']} steps in {run['seconds']:.0f}s", flush=True)
+    ner = spacy.load(run["model_dir"])
+    gold = _docs(eval_path, eval_part, limits.get("test", 0), ner.vocab)
+    preds, wps, seconds = _time_pipe(ner, gold, predict_repeats)
+    for doc in preds:
+        doc.spans["chunks"] = [Span(doc, e.start, e.end, e.label_) for e in doc.ents]
+    metrics = _score(preds, gold)
+    metrics.update({"train_seconds": run["seconds"], "predict_wps": wps})
+    return {"setting": f"efficiency cfg, {run['steps']} steps", "metrics": metrics,
+            "details": {"train": run, "overrides": overrides, "predict_seconds": seconds}}
+
+
+# ---------------------------------------------------------------------------------------------
+# Plot
+
+
+def make_plots(results_path: Path, out_dir: Path) -> List[Path]:
+    import re
+
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    data = C.load_results(results_path)
+    values: Dict[str, Dict[str, float]] = {}
+    for r in data.get("rows", []):
+        if r["system"] == OURS and r["split"] == "test":
+            values.setdefault(r["setting"], {})[r["metric"]] = r["value"]
+    points = []
+    for setting, m in values.items():
+        match = re.fullmatch(r"greedy, lookahead (\d+)", setting)
+        if match and "spans_chunks_f" in m:
+            points.append((int(match.group(1)), m["spans_chunks_f"] * 100, m.get("predict_wps")))
+    if not points:
+        return []
+    points.sort()
+    tag = " (QUICK SMOKE RUN)" if data.get("quick") else ""
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.plot([p[0] for p in points], [p[1] for p in points], "o-", color="C0", label="chunk F1 (test)")
+    for row in data.get("rows", []):
+        if row["system"] == "crfsuite" and row["metric"] == "spans_chunks_f":
+            ax.axhline(row["value"] * 100, color="C2", ls="--", label="CRFsuite F1")
+    ax.set_xlabel("lookahead depth")
+    ax.set_xticks([p[0] for p in points])
+    ax.set_ylabel("chunk F1 on test (%)")
+    ax2 = ax.twinx()
+    if all(p[2] for p in points):
+        ax2.plot([p[0] for p in points], [p[2] for p in points], "s:", color="C1", label="words/s")
+        ax2.set_yscale("log")
+        ax2.yaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
+        ax2.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:,.0f}"))
+        ax2.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+        ax2.set_ylabel("prediction words/s (log scale)", color="C1")
+    ax.set_title(f"{OURS}: greedy decoding with lookahead\nCoNLL-2000 test{tag}")
+    ax.grid(alpha=0.3)
+    handles = ax.get_legend_handles_labels()[0] + ax2.get_legend_handles_labels()[0]
+    ax.legend(handles, [h.get_label() for h in handles], loc="lower center")
+    fig.tight_layout()
+    path = out_dir / "chunker_lookahead.png"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return [path]
+
+
+# ---------------------------------------------------------------------------------------------
+# Main
+
+
+def _csv(cast):
+    return lambda s: [cast(x) for x in s.split(",") if x.strip()]
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--data", type=Path, default=None)
+    p.add_argument("--work-dir", type=Path, default=C.DEFAULT_WORK_DIR)
+    p.add_argument("--results-dir", type=Path, default=None,
+                   help="default benchmarks/results; with --quick: WORK_DIR/quick-results")
+    p.add_argument("--quick", action="store_true", help=f"smoke run: slices {QUICK_LIMITS}, short training")
+    p.add_argument("--only", default=None, help="comma-separated systems out of " + ",".join(SYSTEMS)
+                   + "; or 'structperc_chunker:SETTING[;SETTING]' (last)")
+    p.add_argument("--epochs", type=int, default=None, help=f"our epochs (default {DEFAULT_EPOCHS})")
+    p.add_argument("--tune", action="store_true",
+                   help="held-out curves only: our default setting per --margins, F1 per epoch")
+    p.add_argument("--margins", type=_csv(float), default=[40.0])
+    p.add_argument("--depths", type=_csv(int), default=None, help="with --tune: lookahead depths")
+    p.add_argument("--spacy-max-steps", type=int, default=None)
+    p.add_argument("--predict-repeats", type=int, default=3)
+    p.add_argument("--plots-only", action="store_true")
+    return p.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    data_dir = Path(args.data or C.default_data_dir(DATASET))
+    data = {"train": str(data_dir / "train.txt"), "test": str(data_dir / "test.txt")}
+    work_dir = args.work_dir.resolve()
+    results_dir = (args.results_dir or (work_dir / "quick-results" if args.quick else C.RESULTS_DIR)).resolve()
+    results_path = results_dir / f"{COMPONENT}.json"
+    if args.plots_only:
+        for path in make_plots(results_path, results_dir):
+            print(f"wrote {path}")
+        return 0
+    t_start = time.time()
+    me = Path(__file__).resolve()
+    run_dir = work_dir / "runs" / ("quick" if args.quick else "full") / COMPONENT
+    limits = dict(QUICK_LIMITS) if args.quick else {}
+    epochs = args.epochs or (QUICK_EPOCHS if args.quick else DEFAULT_EPOCHS)
+    print(f"data: {data_dir}\nwork: {work_dir}\nresults: {results_path}", flush=True)
+
+    if args.tune:
+        out = []
+        for depth in (args.depths or [None]):
+            for margin in args.margins:
+                config = {"margin": margin}
+                if depth is not None:
+                    config["lookahead_depth"] = depth
+                name = f"tune-{C.slug(json.dumps(config))}-e{epochs}"
+                res = C.run_child(me, "run_structperc",
+                                  {"data": data, "config": config, "epochs": epochs, "train_part": "train",
+                                   "eval_path": data["train"], "eval_part": "heldout", "limits": limits,
+                                   "eval_each_epoch": True},
+                                  log_path=run_dir / "logs" / f"{name}.log")
+                curve = res["details"]["curve"]
+                best = max(curve, key=lambda c: c["spans_chunks_f"])
+                print(f"  {config}: " + " ".join(f"{c['spans_chunks_f']:.4f}" for c in curve)
+                      + f"  best epoch {best['epoch']}", flush=True)
+                out.append({"config": config, "curve": curve})
+        (run_dir / "tune.json").write_text(json.dumps(out, indent=1))
+        print(f"done in {time.time() - t_start:.0f}s")
+        return 0
+
+    systems, ours_settings = set(SYSTEMS), None
+    if args.only:
+        head, sep, tail = args.only.partition(OURS + ":")
+        systems = {s.strip() for s in head.split(",") if s.strip()} | ({OURS} if sep else set())
+        if sep:
+            ours_settings = {s.strip() for s in tail.split(";") if s.strip()}
+    jobs = []
+    common = {"data": data, "eval_path": data["test"], "eval_part": "all", "limits": limits,
+              "predict_repeats": args.predict_repeats}
+    if OURS in systems:
+        for s in STRUCTPERC_SETTINGS:
+            if ours_settings is None or s["setting"] in ours_settings:
+                jobs.append((OURS, s["setting"], "run_structperc",
+                             dict(common, config=s["config"], epochs=epochs, train_part="all")))
+    if "crfsuite" in systems:
+        params = dict(CRF_PARAMS)
+        if args.quick:
+            params["max_iterations"] = QUICK_CRF_ITERATIONS
+        jobs.append(("crfsuite", None, "run_crfsuite", dict(common, out_dir=str(run_dir / "crfsuite"), params=params)))
+    if "spacy_ner" in systems:
+        steps = args.spacy_max_steps or (QUICK_SPACY_STEPS if args.quick else None)
+        extra = ["--training.eval_frequency", "100"] if args.quick else []
+        jobs.append(("spacy_ner", None, "run_spacy_ner",
+                     dict(common, out_dir=str(run_dir / "spacy_ner"), max_steps=steps, extra_overrides=extra)))
+
+    command = "python benchmarks/bench_chunker.py " + " ".join(
+        shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
+    new_rows, details, errors, done = [], {}, {}, []
+    for n, (system, setting, func, kwargs) in enumerate(jobs, 1):
+        label = f"{system} | {setting}" if setting else system
+        log = run_dir / "logs" / f"{C.slug(label)}.log"
+        print(f"[{n}/{len(jobs)}] {label} (log: {log})", flush=True)
+        load_before = C.load_average()
+        try:
+            with C.Timer() as t:
+                res = C.run_child(me, func, kwargs, log_path=log)
+        except Exception as err:
+            errors[label] = str(err)
+            print(f"  FAILED: {err}", flush=True)
+            continue
+        setting = setting or res["setting"]
+        metrics = dict(res["metrics"], peak_rss_mb=res["peak_rss_mb"])
+        for metric, value in metrics.items():
+            new_rows.append(C.make_row(system, setting, metric, value, dataset=DATASET, split="test"))
+        done.append((system, setting if system == OURS else None))
+        details[label] = dict(res.get("details", {}), setting=setting, date=C.now_iso(), command=command,
+                              load_avg_before=load_before, load_avg_after=C.load_average())
+        shown = ", ".join(f"{k}={v:.4f}" if v < 1.5 else f"{k}={v:,.0f}" for k, v in metrics.items())
+        print(f"  {setting}: {shown}  ({t.seconds:.0f}s)", flush=True)
+
+    def is_replaced(row) -> bool:
+        return any(row["system"] == s and (setting is None or row["setting"] == setting) for s, setting in done)
+
+    old = C.load_results(results_path)
+    rows = C.merge_rows(old.get("rows", []), new_rows, is_replaced)
+    all_details = dict(old.get("details", {}))
+    all_details.update(details)
+    extra = {k: v for k, v in old.items() if k not in ("component", "rows", "details")}
+    extra.update({"machine": C.machine_info(), "date": C.now_iso(), "git": C.git_revision(),
+                  "command": command, "quick": bool(args.quick), "epochs": epochs,
+                  "data": {"dir": str(data_dir), "heldout": HELDOUT}, "notes": NOTES,
+                  "details": all_details})
+    if errors:
+        extra["errors_last_run"] = errors
+    else:
+        extra.pop("errors_last_run", None)
+    if new_rows:
+        C.write_results(results_path, COMPONENT, rows, **extra)
+        print(f"wrote {results_path} ({len(new_rows)} new rows, {len(rows)} in all)")
+    for path in make_plots(results_path, results_dir):
+        print(f"wrote {path}")
+    print(f"done in {time.time() - t_start:.0f}s" + (f"; {len(errors)} failed: {sorted(errors)}" if errors else ""))
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
