@@ -33,7 +33,6 @@ cdef class AveragedWeights:
     cdef int _grow_rows(self, size_t n) except -1 nogil
     cdef const weight_t* row(self, hash_t key) noexcept nogil
     cdef void add_rows(self, const hash_t* keys, int n_keys, weight_t* scores) noexcept nogil
-    cdef void add_column(self, const hash_t* keys, int n_keys, int clas, weight_t* score) noexcept nogil
     cdef int update(self, hash_t key, int clas, weight_t delta) except -1 nogil
     cdef int update_many(self, const hash_t* keys, int n_keys, int clas, weight_t delta) except -1 nogil
     cdef void tick(self) noexcept nogil

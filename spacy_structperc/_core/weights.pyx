@@ -168,14 +168,6 @@ cdef class AveragedWeights:
                 for c in range(C):
                     scores[c] += w[c]
 
-    cdef void add_column(self, const hash_t* keys, int n_keys, int clas, weight_t* score) noexcept nogil:
-        cdef int i
-        cdef const weight_t* w
-        for i in range(n_keys):
-            w = self.row(keys[i])
-            if w != NULL:
-                score[0] += w[clas]
-
     cdef int update(self, hash_t key, int clas, weight_t delta) except -1 nogil:
         if delta == 0:
             return 0
