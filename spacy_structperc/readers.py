@@ -38,16 +38,22 @@ def read_conll2000(path: Union[str, Path], *, warn_inconsistent: bool = True) ->
     n_inconsistent = 0
     first_line = 0
     start_line = 1
+
+    def end_sentence() -> None:
+        nonlocal n_inconsistent, first_line
+        if not words:
+            return
+        sentences.append((words, tags, chunks))
+        bad = inconsistent_iob(chunks)
+        if bad and not n_inconsistent:
+            first_line = start_line + _first_inconsistent(chunks)
+        n_inconsistent += bad
+
     with path.open(encoding="utf8") as f:
         for lineno, line in enumerate(f, 1):
             text = line.strip()
             if not text:
-                if words:
-                    sentences.append((words, tags, chunks))
-                    bad = inconsistent_iob(chunks)
-                    if bad and not n_inconsistent:
-                        first_line = start_line + _first_inconsistent(chunks)
-                    n_inconsistent += bad
+                end_sentence()
                 words, tags, chunks = [], [], []
                 start_line = lineno + 1
                 continue
@@ -61,12 +67,7 @@ def read_conll2000(path: Union[str, Path], *, warn_inconsistent: bool = True) ->
             words.append(fields[0])
             tags.append(fields[1])
             chunks.append(fields[2])
-    if words:
-        sentences.append((words, tags, chunks))
-        bad = inconsistent_iob(chunks)
-        if bad and not n_inconsistent:
-            first_line = start_line + _first_inconsistent(chunks)
-        n_inconsistent += bad
+    end_sentence()
     if n_inconsistent and warn_inconsistent:
         warnings.warn(Warnings.W002.format(path=path, n=n_inconsistent, line=first_line), UserWarning)
     return sentences

@@ -17,14 +17,24 @@ def resolve_data_dir() -> Path:
     return Path(env) if env else (REPO_ROOT.parent / "shared" / "data")
 
 
-@pytest.fixture(scope="session")
-def data_dir() -> Path:
-    """The shared corpora. Missing corpora skip locally but fail under CI (CI has them)."""
-    path = resolve_data_dir()
-    if not (path / "ud_en_ewt" / "en_ewt-ud-train.conllu").exists():
-        message = (f"corpus not found under {path}; set $STRUCTPERC_DATA to the folder holding "
-                   "ud_en_ewt/")
+def require_corpus(marker: Path) -> None:
+    """A missing corpus skips locally but fails under CI, which always has ../shared/data."""
+    if not marker.exists():
+        message = f"corpus file {marker} not found; set $STRUCTPERC_DATA to the folder of corpora"
         if os.environ.get("CI"):
             pytest.fail(message)
         pytest.skip(message)
+
+
+@pytest.fixture(name="require_corpus", scope="session")
+def require_corpus_fixture():
+    """require_corpus for tests of corpora other than UD English EWT."""
+    return require_corpus
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    """The shared corpora (UD English EWT checked here; other corpora by their own fixtures)."""
+    path = resolve_data_dir()
+    require_corpus(path / "ud_en_ewt" / "en_ewt-ud-train.conllu")
     return path

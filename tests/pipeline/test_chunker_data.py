@@ -1,6 +1,4 @@
 """A short training run on real data (CoNLL-2000) must reach a known held-out chunk F1."""
-import os
-
 import pytest
 import spacy
 
@@ -15,13 +13,9 @@ F1_FLOOR = 0.90
 
 
 @pytest.fixture(scope="module")
-def conll2000(data_dir):
+def conll2000(data_dir, require_corpus):
     path = data_dir / "conll2000"
-    if not (path / "train.txt").exists():
-        message = f"CoNLL-2000 not found under {path}; set $STRUCTPERC_DATA to the folder holding conll2000/"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
+    require_corpus(path / "train.txt")
     return path
 
 
