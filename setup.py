@@ -1,9 +1,12 @@
 """Build the Cython core. Metadata lives in pyproject.toml."""
+from pathlib import Path
+
 import numpy
 from Cython.Build import cythonize
 from setuptools import Extension, setup
 
-CORE_MODULES = ["weights", "templates", "transition", "tagging", "lookahead", "beam", "viterbi"]
+# Every .pyx in the core is a module; adding a file is enough to build it.
+CORE_MODULES = sorted(p.stem for p in Path("spacy_structperc/_core").glob("*.pyx"))
 
 extensions = [
     Extension(
