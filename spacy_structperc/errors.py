@@ -44,6 +44,22 @@ class Errors(metaclass=ErrorsWithCodes):
     S016 = "Unknown part {part!r} of the CoNLL-2000 reader; expected one of {options}."
     S017 = "heldout must be an integer >= 0; got {value!r}."
     S018 = "The CoNLL-2000 reader has no path; set it in [paths] (e.g. --paths.train)."
+    # NER corpus readers and conversion (S030-S039), synthetic latent data (S040-S049)
+    S030 = ("{path}, line {line}: expected 'word POS chunk NER' (four fields separated by "
+            "whitespace, NER tag O, B-TYPE or I-TYPE), got {text!r}. Fix or remove the line.")
+    S031 = ("{path}, line {line}: expected 'token<TAB>tag' (or whitespace-separated fields with "
+            "the tag O, B-TYPE or I-TYPE last, {n} field(s) on every line of the file), got "
+            "{text!r}. Fix or remove the line.")
+    S032 = "Unknown {setting} {value!r} of the {reader} reader; expected one of {options}."
+    S033 = "The {reader} reader has no path; set it in [paths] (e.g. --paths.train)."
+    S034 = ("{path}: no such file ({reader} reader). Check the path, or set $STRUCTPERC_DATA / "
+            "the project's data_dir to the folder of corpora.")
+    S035 = ("{path}: no sentences found ({reader} reader). The file is empty or holds only "
+            "document headers; check that it is the right file.")
+    S036 = "{setting} of the {reader} reader must be an integer >= 0; got {value!r}."
+    S040 = "Synthetic data: {setting} must be {requirement}; got {value!r}."
+    S041 = ("Synthetic data: to_arrays needs sequences of one length to stack them; got lengths "
+            "{lengths}. Generate them with one `length`, or use the sequences one by one.")
 
 
 class Warnings(metaclass=ErrorsWithCodes):
@@ -51,6 +67,10 @@ class Warnings(metaclass=ErrorsWithCodes):
             "be aligned with the gold standard.")
     W002 = ("{path}: {n} chunk tag(s) I-X do not continue a chunk of type X (first at line "
             "{line}); they were read as conlleval reads them, each starting a new chunk.")
+    # NER corpus readers (W010-W019)
+    W010 = ("{path}: {n} tag(s) I-X do not continue an entity of type X (first at line {line}), "
+            "which IOB2 does not allow; they were read as conlleval reads them, each starting a "
+            "new entity. If the file is IOB1, read it with spacy-structperc.conll2003_reader.v1.")
 
 
 def warn(message: str) -> None:
