@@ -67,6 +67,10 @@ class Warnings(metaclass=ErrorsWithCodes):
             "be aligned with the gold standard.")
     W002 = ("{path}: {n} chunk tag(s) I-X do not continue a chunk of type X (first at line "
             "{line}); they were read as conlleval reads them, each starting a new chunk.")
+    W003 = ("Component '{name}' has reset_every = {k} (modified parameter averaging) but has not "
+            "been told which epoch it is in, so its weights will never be reset to their average. "
+            "Add [training.before_update] @callbacks = \"spacy-structperc.epoch_hook.v1\" to the "
+            "config, or call start_epoch(epoch) yourself; set reset_every = 0 to silence this.")
     # NER corpus readers (W010-W019)
     W010 = ("{path}: {n} tag(s) I-X do not continue an entity of type X (first at line {line}), "
             "which IOB2 does not allow; they were read as conlleval reads them, each starting a "

@@ -7,6 +7,7 @@ from thinc.api import Config
 from . import registry as _registry  # noqa: F401  (registers architectures, features, scorers)
 from .model import PerceptronModel
 from .pipeline.chunker import StructuredChunker
+from .pipeline.ner import LatentEntityRecognizer
 from .pipeline.tagger import StructuredTagger
 
 DEFAULT_TAGGER_MODEL = Config().from_str("""
@@ -84,3 +85,37 @@ def make_chunker(nlp: Language, name: str, model: PerceptronModel, spans_key: st
     return StructuredChunker(nlp.vocab, model, name, spans_key=spans_key, decoder=decoder,
                              lookahead_depth=lookahead_depth, order=order, beam_width=beam_width,
                              update=update, margin=margin, direction=direction, scorer=scorer)
+
+
+DEFAULT_NER_MODEL = Config().from_str("""
+[model]
+@architectures = "spacy-structperc.AveragedPerceptron.v1"
+n_buckets = 1048576
+
+[model.features]
+@misc = "spacy-structperc.ner_features.v1"
+pos = false
+history = 1
+""")["model"]
+
+
+@Language.factory(
+    "structperc_ner",
+    assigns=["doc.ents", "token.ent_iob", "token.ent_type"],
+    default_config={
+        "model": DEFAULT_NER_MODEL,
+        "n_latent": 4,
+        "order": 1,
+        "reset_every": 4,
+        "init_scale": 0.01,
+        "seed": 0,
+        "scorer": {"@scorers": "spacy.ner_scorer.v1"},
+    },
+    default_score_weights={"ents_f": 1.0, "ents_p": 0.0, "ents_r": 0.0, "ents_per_type": None},
+)
+def make_ner(nlp: Language, name: str, model: PerceptronModel, n_latent: int, order: int,
+             reset_every: int, init_scale: float, seed: int,
+             scorer: Optional[Callable]) -> LatentEntityRecognizer:
+    return LatentEntityRecognizer(nlp.vocab, model, name, n_latent=n_latent, order=order,
+                                  reset_every=reset_every, init_scale=init_scale, seed=seed,
+                                  scorer=scorer)

@@ -320,6 +320,60 @@ def chunker_templates(pos: bool = True, history: int = 2, history_features: bool
     return t
 
 
+def ner_templates(pos: bool = True, window: int = 2, affixes: int = 4, clusters: bool = False,
+                  history: int = 1) -> List[dict]:
+    """Named-entity templates after sun2009 Table 1: words, POS and orthography in a window and
+    their conjunctions, with the prefixes and suffixes of tsuruoka2011 §4.1.
+
+    Node features are conjoined with the current latent state by the weights themselves (one
+    column per state); history = 1 adds the state bigram (first order), 2 the state trigram.
+    pos = false works from words alone (for corpora such as JNLPBA that carry no POS).
+    """
+    t = [template("bias", (0, "bias"))]
+    t.append(template("o0", (0, "orth")))
+    t.append(template("w0", (0, "lower")))
+    for k in range(1, window + 1):
+        t.append(template(f"w-{k}", (-k, "lower")))
+        t.append(template(f"w+{k}", (k, "lower")))
+    t.append(template("w-1,w0", (-1, "lower"), (0, "lower")))
+    t.append(template("w0,w+1", (0, "lower"), (1, "lower")))
+    if pos:
+        t.append(template("p0", (0, "tag")))
+        for k in range(1, window + 1):
+            t.append(template(f"p-{k}", (-k, "tag")))
+            t.append(template(f"p+{k}", (k, "tag")))
+        t.append(template("p-2,p-1", (-2, "tag"), (-1, "tag")))
+        t.append(template("p-1,p0", (-1, "tag"), (0, "tag")))
+        t.append(template("p0,p+1", (0, "tag"), (1, "tag")))
+        t.append(template("p+1,p+2", (1, "tag"), (2, "tag")))
+        t.append(template("p-2,p-1,p0", (-2, "tag"), (-1, "tag"), (0, "tag")))
+        t.append(template("p-1,p0,p+1", (-1, "tag"), (0, "tag"), (1, "tag")))
+        t.append(template("p0,p+1,p+2", (0, "tag"), (1, "tag"), (2, "tag")))
+    # Orthography mode: the word's shape (Xxxx, dd-dd, ...).
+    t.append(template("sh0", (0, "shape")))
+    for k in range(1, window + 1):
+        t.append(template(f"sh-{k}", (-k, "short_shape")))
+        t.append(template(f"sh+{k}", (k, "short_shape")))
+    t.append(template("sh-2,sh-1", (-2, "short_shape"), (-1, "short_shape")))
+    t.append(template("sh-1,sh0", (-1, "short_shape"), (0, "short_shape")))
+    t.append(template("sh0,sh+1", (0, "short_shape"), (1, "short_shape")))
+    t.append(template("sh+1,sh+2", (1, "short_shape"), (2, "short_shape")))
+    for k in range(1, affixes + 1):
+        t.append(template(f"p{k}", (0, f"p{k}")))
+        t.append(template(f"s{k}", (0, f"s{k}")))
+    if clusters:
+        for name in ("c4", "c6", "c10", "c20", "cluster"):
+            t.append(template(f"{name}0", (0, name)))
+        for k in (-1, 1):
+            t.append(template(f"c6{k:+d}", (k, "c6")))
+            t.append(template(f"cluster{k:+d}", (k, "cluster")))
+    if history >= 1:
+        t.append(template("h-1", ("hist", 1)))
+    if history >= 2:
+        t.append(template("h-2,h-1", ("hist", 2), ("hist", 1)))
+    return t
+
+
 def atoms_of(templates: Sequence[dict]) -> List[str]:
     """The atom names a template set reads, in a stable order (bias first)."""
     seen: List[str] = []

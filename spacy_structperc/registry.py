@@ -5,7 +5,7 @@ The chunk scorer and the CoNLL-2000 corpus reader are registered in scorers.py a
 Plain Python, referenced by entry points (pyproject.toml), so `spacy.load` finds them without
 importing spacy_structperc first. Names are versioned; old versions stay registered.
 """
-from typing import Any, Dict, Iterable, List
+from typing import Any, Callable, Dict, Iterable, List
 
 from spacy.scorer import Scorer
 from spacy.training import Example
@@ -13,7 +13,7 @@ from spacy.util import registry
 
 from . import readers as _readers  # noqa: F401  (registers the CoNLL-2000 reader)
 from . import scorers as _scorers  # noqa: F401  (registers the chunk scorer)
-from .features import chunker_templates, tagger_templates
+from .features import chunker_templates, ner_templates, tagger_templates
 from .model import PerceptronModel
 
 
@@ -57,6 +57,30 @@ def chunker_features(pos: bool = True, history: int = 2, history_features: bool 
     affixes: add suffix and word-shape features (useful with pos = false).
     """
     return chunker_templates(pos, history, history_features, window, affixes)
+
+
+@registry.misc("spacy-structperc.ner_features.v1")
+def ner_features(pos: bool = True, window: int = 2, affixes: int = 4, clusters: bool = False,
+                 history: int = 1) -> List[dict]:
+    """Word, POS, orthography, affix and latent-state templates for NER (sun2009 Table 1).
+
+    pos: read token.tag_; false works from words alone. history: 1 = latent-state bigrams
+    (first order, the paper's odr=1), 2 = trigrams (odr=2; set the component's order = 2).
+    clusters: add Brown-cluster features from spacy-lookups-data (saved with the model).
+    """
+    return ner_templates(pos, window, affixes, clusters, history)
+
+
+@registry.callbacks("spacy-structperc.epoch_hook.v1")
+def create_epoch_hook() -> Callable[[Any, Dict[str, Any]], None]:
+    """A [training.before_update] callback that tells every component with a `start_epoch`
+    method which epoch training is in (structperc_ner's modified parameter averaging needs it)."""
+    def before_update(nlp, args: Dict[str, Any]) -> None:
+        for _, pipe in nlp.pipeline:
+            start_epoch = getattr(pipe, "start_epoch", None)
+            if start_epoch is not None:
+                start_epoch(args["epoch"])
+    return before_update
 
 
 def tagger_score(examples: Iterable[Example], *, attr: str = "tag", **kwargs) -> Dict[str, Any]:

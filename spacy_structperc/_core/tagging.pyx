@@ -98,19 +98,8 @@ cdef class TagSystem(TransitionSystem):
         self._gold = gold
         cdef const class_t[::1] g = gold
         self.gold = &g[0] if n else NULL
-        if allowed is None:
-            self._allowed = None
-            self.allowed = NULL
-        else:
-            allowed = numpy.ascontiguousarray(allowed, dtype=numpy.uint8)
-            if allowed.shape != (n, self.n_actions):
-                raise ValueError(f"allowed must have shape {(n, self.n_actions)}")
-            self._allowed = allowed
-            if n:
-                self._set_allowed_ptr(allowed)
-            else:
-                self.allowed = NULL
         self.n_tokens = n
+        self.set_position_mask(allowed)
         self._reserve(n)
         cdef int i, n_static = self.templates.n_static
         with nogil:
@@ -121,9 +110,23 @@ cdef class TagSystem(TransitionSystem):
                 )
                 self.static_version[i] = -1
 
-    def _set_allowed_ptr(self, allowed):
-        cdef const unsigned char[:, ::1] view = allowed
-        self.allowed = &view[0, 0]
+    def set_position_mask(self, allowed):
+        """Restrict the labels of each position of the bound sentence ((n_tokens, n_classes) bool,
+        or None for no restriction), keeping its extracted features."""
+        cdef const unsigned char[:, ::1] view
+        if allowed is None:
+            self._allowed = None
+            self.allowed = NULL
+            return
+        allowed = numpy.ascontiguousarray(allowed, dtype=numpy.uint8)
+        if allowed.shape != (self.n_tokens, self.n_actions):
+            raise ValueError(f"allowed must have shape {(self.n_tokens, self.n_actions)}")
+        self._allowed = allowed
+        if self.n_tokens:
+            view = allowed
+            self.allowed = &view[0, 0]
+        else:
+            self.allowed = NULL
 
     cdef int _reserve(self, size_t n) except -1:
         if n <= self._buffer_tokens:

@@ -179,16 +179,49 @@ def train_viterbi(TagSystem system, int order=1):
 def _complete(TagSystem system, gold, int order):
     """Best label sequence agreeing with every known gold label."""
     allowed_before = system._allowed
-    mask = numpy.ones((system.n_tokens, system.n_actions), dtype=numpy.uint8)
-    if allowed_before is not None:
-        mask &= allowed_before
-    known = gold >= 0
-    mask[known] = 0
-    mask[known, gold[known]] = 1
-    atoms, labels = system._atoms, system._gold
-    system.set_sentence(atoms, labels, mask)
+    system.set_position_mask(_agreeing(system, gold >= 0, gold, 1))
     try:
         completed, _ = viterbi(system, order)
     finally:
-        system.set_sentence(atoms, labels, allowed_before)
+        system.set_position_mask(allowed_before)
     return completed
+
+
+def _agreeing(TagSystem system, known, labels, int n_latent):
+    """The position mask of sequences whose labels (class // n_latent) agree with `labels` where
+    `known`, intersected with the mask already bound."""
+    m = system.n_actions
+    mask = numpy.ones((system.n_tokens, m), dtype=numpy.uint8)
+    if system._allowed is not None:
+        mask &= system._allowed
+    label_of = numpy.arange(m) // n_latent
+    mask[known] &= (label_of[None, :] == labels[known, None])
+    return mask
+
+
+def train_latent(TagSystem system, gold_labels, int n_latent, int order=1):
+    """One latent-perceptron step (sun2009 Fig. 1, Eq. 8) on the bound sentence.
+
+    The system's classes are latent states, `n_latent` per label (class // n_latent = label).
+    z = the best latent path; if its projection disagrees with the gold labels (-1 = unknown,
+    never wrong), h* = the best latent path whose projection is the gold, and the weights move
+    by f(h*) - f(z). Returns (n_wrong_tokens, violation, h*, z) where violation = F(h*) - F(z)
+    <= 0 before the update (every update is a latent violation); h* is None when no update was
+    needed.
+    """
+    gold_labels = numpy.ascontiguousarray(gold_labels, dtype=numpy.int32)
+    if gold_labels.shape != (system.n_tokens,):
+        raise ValueError(f"gold_labels must have shape ({system.n_tokens},)")
+    z, z_score = viterbi(system, order)
+    known = gold_labels >= 0
+    n_wrong = int(((z // n_latent != gold_labels) & known).sum())
+    if n_wrong == 0:
+        return 0, 0.0, None, z
+    allowed_before = system._allowed
+    system.set_position_mask(_agreeing(system, known, gold_labels, n_latent))
+    try:
+        h, h_score = viterbi(system, order)
+    finally:
+        system.set_position_mask(allowed_before)
+    system.update_with_paths(h, z)
+    return n_wrong, h_score - z_score, h, z

@@ -26,11 +26,16 @@ cdef class AveragedWeights:
     cdef readonly bint use_averages
     cdef readonly int64_t clock
     cdef readonly int64_t version   # bumps on every change, so callers can cache derived scores
+    # New rows start at seeded noise in [-noise_scale, noise_scale] rather than zero: the latent
+    # perceptron (sun2009 Fig. 1) needs ||theta|| ~ 0 but not 0, or its latent states never split.
+    cdef readonly double noise_scale
+    cdef readonly hash_t noise_seed
 
     cdef int64_t find(self, hash_t key) noexcept nogil
     cdef int64_t _insert(self, hash_t key) except -1 nogil
     cdef int _grow_table(self) except -1 nogil
     cdef int _grow_rows(self, size_t n) except -1 nogil
+    cdef void _init_noise(self, hash_t key, weight_t* row) noexcept nogil
     cdef const weight_t* row(self, hash_t key) noexcept nogil
     cdef void add_rows(self, const hash_t* keys, int n_keys, weight_t* scores) noexcept nogil
     cdef int update(self, hash_t key, int clas, weight_t delta) except -1 nogil

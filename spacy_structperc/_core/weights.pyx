@@ -8,6 +8,7 @@ import numpy
 
 from .typedefs cimport hash_t, weight_t
 from .weights cimport Bucket
+from .templates cimport mix64
 
 DEF_MIN_BUCKETS = 1024
 
@@ -91,7 +92,17 @@ cdef class AveragedWeights:
         self.n_rows += 1
         memset(&self._W[row * self.n_classes], 0, self.n_classes * sizeof(weight_t))
         memset(&self._U[row * self.n_classes], 0, self.n_classes * sizeof(double))
+        if self.noise_scale != 0.0:
+            self._init_noise(key, &self._W[row * self.n_classes])
         return row
+
+    cdef void _init_noise(self, hash_t key, weight_t* row) noexcept nogil:
+        # A pure function of (seed, key, class): runs that see features in any order agree.
+        cdef int c
+        cdef hash_t h
+        for c in range(self.n_classes):
+            h = mix64(key ^ mix64(self.noise_seed + <hash_t>c * 0x9e3779b97f4a7c15ULL))
+            row[c] = <weight_t>(self.noise_scale * ((<double>(h >> 11) / 9007199254740992.0) * 2.0 - 1.0))
 
     cdef int _grow_table(self) except -1 nogil:
         cdef size_t old_capacity = self._capacity
@@ -219,6 +230,13 @@ cdef class AveragedWeights:
             self.average()
         self.use_averages = value
         self.version += 1
+
+    def set_noise(self, double scale, hash_t seed=0):
+        """Start rows created from now on at seeded uniform noise in [-scale, scale]."""
+        if not scale >= 0.0:
+            raise ValueError(f"noise scale must be >= 0, got {scale}")
+        self.noise_scale = scale
+        self.noise_seed = seed
 
     def reset_to_average(self):
         """Replace the current weights by the averaged ones, keeping the running average exact.
@@ -377,11 +395,13 @@ cdef class AveragedWeights:
 
     def __reduce__(self):
         keys, W, U, clock = self.state_arrays()
-        return (_rebuild_weights, (self.n_classes, self._capacity, keys, W, U, clock, self.use_averages))
+        return (_rebuild_weights, (self.n_classes, self._capacity, keys, W, U, clock, self.use_averages,
+                                   self.noise_scale, self.noise_seed))
 
 
-def _rebuild_weights(n_classes, n_buckets, keys, W, U, clock, use_averages):
+def _rebuild_weights(n_classes, n_buckets, keys, W, U, clock, use_averages, noise_scale=0.0, noise_seed=0):
     weights = AveragedWeights(n_classes, n_buckets)
     weights.load_arrays(keys, W, U, clock)
     weights.set_use_averages(use_averages)
+    weights.set_noise(noise_scale, noise_seed)
     return weights

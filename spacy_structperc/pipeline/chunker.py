@@ -15,6 +15,8 @@ from spacy.vocab import Vocab
 
 from ..errors import Errors
 from ..model import PerceptronModel
+from .bio import (bio_class_names, bio_transitions, classes_to_chunks, n_bio_classes,
+                  spans_to_classes)
 from .sequence import SequenceLabeller
 
 
@@ -40,11 +42,11 @@ class StructuredChunker(SequenceLabeller):
 
     @property
     def n_classes(self) -> int:
-        return 1 + 2 * len(self.labels)
+        return n_bio_classes(len(self.labels))
 
     @property
     def class_names(self) -> List[str]:
-        return ["O"] + [f"{p}-{label}" for label in self.labels for p in ("B", "I")]
+        return bio_class_names(self.labels)
 
     def _check_label(self, label: str) -> None:
         if not label.strip():
@@ -58,14 +60,7 @@ class StructuredChunker(SequenceLabeller):
 
     def _transitions(self) -> numpy.ndarray:
         """I-X only after B-X or I-X (and never first)."""
-        m = self.n_classes
-        allowed = numpy.ones((m + 1, m), dtype=numpy.uint8)
-        for k in range(len(self.labels)):
-            inside = 2 + 2 * k
-            allowed[:, inside] = 0
-            allowed[1 + 2 * k, inside] = 1
-            allowed[inside, inside] = 1
-        return allowed
+        return bio_transitions(len(self.labels))
 
     def initialize(self, get_examples, *, nlp=None, labels: Optional[Iterable[str]] = None) -> None:
         """Take the chunk types from `labels` (spacy init labels) or from the training examples'
@@ -95,32 +90,4 @@ class StructuredChunker(SequenceLabeller):
         spans = list(eg.reference.spans[key])
         if not self.same_tokens(eg):
             spans = eg.get_aligned_spans_y2x(spans, allow_overlap=True)
-        classes = numpy.zeros((n,), dtype=numpy.int32)
-        type_of = self._type_of
-        for span in sorted(spans, key=lambda s: (s.start, -s.end)):
-            k = type_of.get(span.label_)
-            if k is None:
-                raise ValueError(Errors.S004.format(label=span.label_, name=self.name))
-            if span.start >= span.end or classes[span.start:span.end].any():
-                continue
-            classes[span.start] = 1 + 2 * k
-            classes[span.start + 1:span.end] = 2 + 2 * k
-        return classes
-
-
-def classes_to_chunks(classes) -> List[tuple]:
-    """(start, end, type index) for a valid BIO class sequence (0 = O, 1 + 2k = B, 2 + 2k = I)."""
-    chunks = []
-    start = -1
-    kind = -1
-    for i, c in enumerate(classes.tolist() if hasattr(classes, "tolist") else classes):
-        if c == 0 or c % 2 == 1 or start < 0 or (c - 2) // 2 != kind:
-            if start >= 0:
-                chunks.append((start, i, kind))
-                start = -1
-            if c != 0:
-                start, kind = i, (c - 1) // 2
-        # else: I of the open chunk's type continues it
-    if start >= 0:
-        chunks.append((start, len(classes), kind))
-    return chunks
+        return spans_to_classes(((s.start, s.end, s.label_) for s in spans), n, self._type_of, self.name)

@@ -1,0 +1,192 @@
+"""structperc_ner: named entities with the latent-variable perceptron (sun2009).
+
+Every BIO class (O, B-X, I-X) owns `n_latent` hidden sub-states; the weights have one column per
+sub-state, so each node feature is conjoined with the sub-state and the edge features link
+sub-states. Decoding is exact Viterbi over sub-states, then projection to BIO classes: only
+valid BIO sequences exist in the latent space, so only valid ones come out. Training follows
+sun2009 Eq. 8: when the projection of the best latent path z is wrong, the weights move towards
+h*, the best latent path whose projection is the gold, and away from z.
+
+Two details from the paper matter in practice:
+- the weights start at small seeded noise (||theta|| ~ 0, not 0): with zeros every sub-state of
+  a label ties and they would never split. Rows are created when a feature is first updated, and
+  start at noise then (`init_scale`, `seed`);
+- modified parameter averaging: at the start of every k-th pass over the data (`reset_every`),
+  the current weights are replaced by the averaged ones. spaCy does not tell components about
+  epochs, so the training loop must call `start_epoch`: `configs/ner.cfg` does it with the
+  `spacy-structperc.epoch_hook.v1` callback in `[training.before_update]`.
+
+`n_latent = 1` is the plain structured perceptron (Collins 2002) over the same features.
+"""
+from typing import Dict, Iterable, List, Optional
+
+import numpy
+from spacy.attrs import ENT_IOB, ENT_TYPE
+from spacy.tokens import Doc, Span
+from spacy.training import Example, validate_examples
+from spacy.vocab import Vocab
+
+from .._core import viterbi
+from ..errors import Errors, Warnings, warn
+from ..model import PerceptronModel
+from .bio import bio_class_names, bio_transitions, classes_to_chunks, latent_transitions, n_bio_classes
+from .sequence import SequenceLabeller
+
+IOB_I, IOB_O, IOB_B = 1, 2, 3   # spaCy's token.ent_iob codes; 0 = no annotation
+
+
+class LatentEntityRecognizer(SequenceLabeller):
+    """Finds non-overlapping named entities and writes them to doc.ents."""
+
+    factory_name = "structperc_ner"
+
+    def __init__(self, vocab: Vocab, model: PerceptronModel, name: str = "ner", *, n_latent: int = 4,
+                 order: int = 1, reset_every: int = 4, init_scale: float = 0.01, seed: int = 0,
+                 scorer=None):
+        for setting, value, low in (("n_latent", n_latent, 1), ("reset_every", reset_every, 0),
+                                    ("seed", seed, 0)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < low:
+                raise ValueError(Errors.S012.format(setting=setting, name=name, value=value,
+                                                    requirement=f"an integer >= {low}"))
+        if not (isinstance(init_scale, (int, float)) and 0 <= init_scale < 1):
+            raise ValueError(Errors.S012.format(setting="init_scale", name=name, value=init_scale,
+                                                requirement="a number in [0, 1)"))
+        super().__init__(vocab, model, name, decoder="viterbi", order=order, scorer=scorer,
+                         n_latent=n_latent, reset_every=reset_every, init_scale=float(init_scale),
+                         seed=seed)
+        self._epoch: Optional[int] = None
+        self._warned_epochs = False
+        self.n_resets = 0
+        self._labels_changed()
+
+    # Labels and classes ------------------------------------------------------------------------
+
+    @property
+    def n_latent(self) -> int:
+        return self.cfg["n_latent"]
+
+    @property
+    def n_classes(self) -> int:
+        """Weight columns: n_latent sub-states for each of O, B-X, I-X."""
+        return n_bio_classes(len(self.labels)) * self.n_latent
+
+    @property
+    def class_names(self) -> List[str]:
+        return bio_class_names(self.labels)
+
+    def _check_label(self, label: str) -> None:
+        if not label.strip():
+            raise ValueError(Errors.S012.format(setting="label", name=self.name, value=label,
+                                                requirement="a non-empty entity type"))
+
+    def _labels_changed(self) -> None:
+        super()._labels_changed()
+        self._type_of = {label: k for k, label in enumerate(self.labels)}
+        self._type_by_hash = {self.vocab.strings.add(label): k for k, label in enumerate(self.labels)}
+        self._label_hashes = [self.vocab.strings.add(label) for label in self.labels]
+
+    def _transitions(self) -> numpy.ndarray:
+        return latent_transitions(bio_transitions(len(self.labels)), self.n_latent)
+
+    def initialize(self, get_examples, *, nlp=None, labels: Optional[Iterable[str]] = None) -> None:
+        """Take the entity types from `labels` (spacy init labels) or from the training examples'
+        doc.ents."""
+        self._init_labels(get_examples, labels, lambda eg: (e.label_ for e in eg.reference.ents),
+                          "doc.ents", nlp)
+
+    # Decoding ----------------------------------------------------------------------------------
+
+    def _decode(self) -> numpy.ndarray:
+        latent, _ = viterbi.viterbi(self.system, self.cfg["order"])
+        return latent // self.n_latent
+
+    def set_annotations(self, docs: Iterable[Doc], batch_classes: List[numpy.ndarray]) -> None:
+        hashes = self._label_hashes
+        for doc, classes in zip(docs, batch_classes):
+            doc.ents = [Span(doc, s, e, label=hashes[k]) for s, e, k in classes_to_chunks(classes)]
+
+    # Training ----------------------------------------------------------------------------------
+
+    def start_epoch(self, epoch: int) -> bool:
+        """Tell the component that training pass `epoch` (0-based, as spaCy counts) is under way.
+
+        Call it before each update (the epoch hook does); it acts once per new epoch. At the start
+        of pass q = epoch + 1 with q % reset_every == 0 the current weights are replaced by the
+        averaged ones (sun2009 §3.1). Returns whether they were.
+        """
+        if epoch == self._epoch:
+            return False
+        self._epoch = epoch
+        k = self.cfg["reset_every"]
+        q = epoch + 1
+        if k and q > 1 and q % k == 0 and self.model.is_initialized:
+            self.model.weights.reset_to_average()
+            self.n_resets += 1
+            return True
+        return False
+
+    def begin_update(self) -> None:
+        super().begin_update()
+        self.model.weights.set_noise(self.cfg["init_scale"], self.cfg["seed"])
+        if self.cfg["reset_every"] and self._epoch is None and not self._warned_epochs:
+            warn(Warnings.W003.format(name=self.name, k=self.cfg["reset_every"]))
+            self._warned_epochs = True
+
+    def update(self, examples: Iterable[Example], *, drop: float = 0.0, sgd=None,
+               losses: Optional[Dict[str, float]] = None) -> Dict[str, float]:
+        """One latent-perceptron pass over the examples.
+
+        losses[name] counts tokens whose projected label was wrong before each update;
+        losses[name + "_updates"] counts updates.
+        """
+        if losses is None:
+            losses = {}
+        losses.setdefault(self.name, 0.0)
+        validate_examples(examples, f"{type(self).__name__}.update")
+        self._require_initialized()
+        self.begin_update()
+        weights = self.model.weights
+        system = self.system
+        n_latent, order = self.n_latent, self.cfg["order"]
+        mistakes = n_updates = 0
+        for eg in examples:
+            if len(eg.predicted):
+                gold = self._gold_classes(eg)
+                if (gold >= 0).any():
+                    self._bind(eg.predicted)
+                    wrong, _, h, _ = viterbi.train_latent(system, gold, n_latent, order)
+                    mistakes += wrong
+                    n_updates += h is not None
+            weights.next_example()
+        losses[self.name] += mistakes
+        losses[f"{self.name}_updates"] = losses.get(f"{self.name}_updates", 0.0) + n_updates
+        return losses
+
+    def _gold_classes(self, eg: Example) -> numpy.ndarray:
+        """BIO classes (not sub-states) from eg.reference's entities; -1 where the reference has
+        no entity annotation or the tokens do not align, so those tokens teach nothing."""
+        if self.same_tokens(eg):
+            ref = eg.reference
+            iob = ref.to_array(ENT_IOB)
+            types = ref.to_array(ENT_TYPE)
+            classes = numpy.full((len(ref),), -1, dtype=numpy.int32)
+            classes[iob == IOB_O] = 0
+            for i in numpy.flatnonzero((iob == IOB_B) | (iob == IOB_I)).tolist():
+                k = self._type_by_hash.get(int(types[i]))
+                if k is None:
+                    raise ValueError(Errors.S004.format(label=ref.vocab.strings[int(types[i])], name=self.name))
+                classes[i] = (1 if iob[i] == IOB_B else 2) + 2 * k
+            return classes
+        classes = numpy.full((len(eg.predicted),), -1, dtype=numpy.int32)
+        for i, tag in enumerate(eg.get_aligned_ner()):
+            if tag is None or tag == "-":
+                continue
+            if tag == "O":
+                classes[i] = 0
+                continue
+            move, label = tag.split("-", 1)
+            k = self._type_of.get(label)
+            if k is None:
+                raise ValueError(Errors.S004.format(label=label, name=self.name))
+            classes[i] = (1 if move in ("B", "U") else 2) + 2 * k
+        return classes
