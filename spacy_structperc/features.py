@@ -320,15 +320,39 @@ def chunker_templates(pos: bool = True, history: int = 2, history_features: bool
     return t
 
 
+NER_CORE_TEMPLATES = ("bias", "o0", "w0", "p0", "sh0", "s3", "c6_0")
+NER_LATENT_MODES = ("all", "core", "none")
+
+
 def ner_templates(pos: bool = True, window: int = 2, affixes: int = 4, clusters: bool = False,
-                  history: int = 1) -> List[dict]:
+                  history: int = 1, latent: str = "all", label_level: bool = False) -> List[dict]:
     """Named-entity templates after sun2009 Table 1: words, POS and orthography in a window and
     their conjunctions, with the prefixes and suffixes of tsuruoka2011 §4.1.
 
     Node features are conjoined with the current latent state by the weights themselves (one
     column per state); history = 1 adds the state bigram (first order), 2 the state trigram.
     pos = false works from words alone (for corpora such as JNLPBA that carry no POS).
+
+    latent: which node templates are conjoined with the latent state: "all" (sun2009), "core"
+    (a few: the word, its shape, POS, suffix and cluster), or "none". label_level: add a copy of
+    every node template conjoined with the label only ("tied": its weights are shared by the
+    label's latent states), so rare features are not split across states.
     """
+    if latent not in NER_LATENT_MODES:
+        raise ValueError(Errors.S012.format(setting="latent", name="ner_features", value=latent,
+                                            requirement=f"one of {list(NER_LATENT_MODES)}"))
+    node = _ner_node_templates(pos, window, affixes, clusters)
+    t = [dict(spec) for spec in node if latent == "all" or (latent == "core" and spec["name"] in NER_CORE_TEMPLATES)]
+    if label_level:
+        t.extend(dict(spec, name="label:" + spec["name"], tied=True) for spec in node)
+    if history >= 1:
+        t.append(template("h-1", ("hist", 1)))
+    if history >= 2:
+        t.append(template("h-2,h-1", ("hist", 2), ("hist", 1)))
+    return t
+
+
+def _ner_node_templates(pos: bool, window: int, affixes: int, clusters: bool) -> List[dict]:
     t = [template("bias", (0, "bias"))]
     t.append(template("o0", (0, "orth")))
     t.append(template("w0", (0, "lower")))
@@ -363,14 +387,10 @@ def ner_templates(pos: bool = True, window: int = 2, affixes: int = 4, clusters:
         t.append(template(f"s{k}", (0, f"s{k}")))
     if clusters:
         for name in ("c4", "c6", "c10", "c20", "cluster"):
-            t.append(template(f"{name}0", (0, name)))
+            t.append(template(f"{name}_0", (0, name)))
         for k in (-1, 1):
             t.append(template(f"c6{k:+d}", (k, "c6")))
             t.append(template(f"cluster{k:+d}", (k, "cluster")))
-    if history >= 1:
-        t.append(template("h-1", ("hist", 1)))
-    if history >= 2:
-        t.append(template("h-2,h-1", ("hist", 2), ("hist", 1)))
     return t
 
 

@@ -34,7 +34,9 @@ class PerceptronModel:
         self.set_templates(templates)
 
     def set_templates(self, templates: Sequence[dict]) -> None:
-        self.template_specs = [dict(name=t["name"], parts=[list(p) for p in t["parts"]]) for t in templates]
+        self.template_specs = [dict(name=t["name"], parts=[list(p) for p in t["parts"]],
+                                    **({"tied": True} if t.get("tied") else {}))
+                               for t in templates]
         self.atom_names = atoms_of(self.template_specs)
         self.templates = TemplateSet(self.template_specs, self.atom_names)
         self.atoms = self._atom_extractor()

@@ -61,14 +61,16 @@ def chunker_features(pos: bool = True, history: int = 2, history_features: bool 
 
 @registry.misc("spacy-structperc.ner_features.v1")
 def ner_features(pos: bool = True, window: int = 2, affixes: int = 4, clusters: bool = False,
-                 history: int = 1) -> List[dict]:
+                 history: int = 1, latent: str = "all", label_level: bool = False) -> List[dict]:
     """Word, POS, orthography, affix and latent-state templates for NER (sun2009 Table 1).
 
     pos: read token.tag_; false works from words alone. history: 1 = latent-state bigrams
     (first order, the paper's odr=1), 2 = trigrams (odr=2; set the component's order = 2).
     clusters: add Brown-cluster features from spacy-lookups-data (saved with the model).
+    latent: node templates conjoined with the latent state: "all" (sun2009), "core" or "none".
+    label_level: add label-level copies of every node template, shared by a label's states.
     """
-    return ner_templates(pos, window, affixes, clusters, history)
+    return ner_templates(pos, window, affixes, clusters, history, latent, label_level)
 
 
 @registry.callbacks("spacy-structperc.epoch_hook.v1")

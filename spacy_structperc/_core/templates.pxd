@@ -21,6 +21,14 @@ cdef struct TemplateC:
     int atom_col[MAX_PARTS]      # column in the atom table
     int n_hist
     int hist_offset[MAX_PARTS]   # 1 = the previous decision, 2 = the one before, ...
+    hash_t key_set               # bits forced on and off in the template's keys: bit TIED_BIT
+    hash_t key_clear             # marks label-level ("tied") features, see TemplateSet
+
+
+# Keys always have bit 0 set (0 marks empty buckets); bit 1 marks tied features in sets that
+# have any, so AveragedWeights with tie_width > 1 updates them across a group of classes.
+cdef enum:
+    TIED_BIT = 2
 
 
 cdef inline hash_t mix64(hash_t h) noexcept nogil:

@@ -31,7 +31,7 @@ cdef int extract_features(const TemplateC* templates, int n_templates, const ato
         else:
             for p in range(tpl.n_hist):
                 h = hash_combine(h, history_value(hist[tpl.hist_offset[p] - 1]))
-            keys[n] = mix64(h) | 1   # never 0, which marks empty buckets
+            keys[n] = ((mix64(h) | 1) & ~tpl.key_clear) | tpl.key_set   # never 0 (empty bucket)
             n += 1
     return n
 
@@ -47,10 +47,18 @@ def _seed(int index, str name):
 
 cdef class TemplateSet:
     def __cinit__(self, specs, atom_names):
-        """specs: list of {"name": str, "parts": [[offset, atom_name] | ["hist", k], ...]}."""
+        """specs: list of {"name": str, "parts": [[offset, atom_name] | ["hist", k], ...],
+        "tied": bool (optional)}.
+
+        A tied template's features are label-level: with `n_latent` weight columns per label
+        (AveragedWeights.tie_width), an update moves all columns of the label together. Keys of
+        tied templates have TIED_BIT set; in a set with any tied template, other keys have it
+        cleared. Sets without tied templates hash exactly as before.
+        """
         self.atom_names = list(atom_names)
         self.n_cols = len(self.atom_names)
-        self.specs = [dict(name=str(s["name"]), parts=[list(p) for p in s["parts"]]) for s in specs]
+        self.specs = [_spec(s) for s in specs]
+        any_tied = any(s.get("tied") for s in self.specs)
         col_of = {name: j for j, name in enumerate(self.atom_names)}
         static, history = [], []
         for index, spec in enumerate(self.specs):
@@ -77,12 +85,17 @@ cdef class TemplateSet:
                 raise ValueError(f"template {spec['name']!r} has more than {MAX_PARTS} parts")
             if not atom_parts and not hist_parts:
                 raise ValueError(f"template {spec['name']!r} has no parts")
-            entry = (_seed(index, spec["name"]), atom_parts, hist_parts)
+            tied = bool(spec.get("tied"))
+            if tied and hist_parts:
+                raise ValueError(f"template {spec['name']!r}: only templates without history parts can be tied")
+            tied_bit = int(TIED_BIT)
+            marks = (tied_bit, 0) if tied else ((0, tied_bit) if any_tied else (0, 0))
+            entry = (_seed(index, spec["name"]), atom_parts, hist_parts, marks)
             (history if hist_parts else static).append(entry)
         self.n_static = len(static)
         self.n_history = len(history)
-        self.max_history = max([max(h) for _, _, h in history], default=0)
-        self.pure_history = all(not atom_parts for _, atom_parts, _ in history)
+        self.max_history = max([max(h) for _, _, h, _ in history], default=0)
+        self.pure_history = all(not atom_parts for _, atom_parts, _, _ in history)
         self.c_static = <TemplateC*>calloc(max(1, self.n_static), sizeof(TemplateC))
         self.c_history = <TemplateC*>calloc(max(1, self.n_history), sizeof(TemplateC))
         if self.c_static == NULL or self.c_history == NULL:
@@ -125,10 +138,19 @@ cdef class TemplateSet:
         return out[:n]
 
 
+def _spec(s):
+    spec = dict(name=str(s["name"]), parts=[list(p) for p in s["parts"]])
+    if s.get("tied"):
+        spec["tied"] = True
+    return spec
+
+
 cdef void _fill(TemplateC* dest, entries):
     cdef int t, p
-    for t, (seed, atom_parts, hist_parts) in enumerate(entries):
+    for t, (seed, atom_parts, hist_parts, marks) in enumerate(entries):
         dest[t].seed = seed
+        dest[t].key_set = marks[0]
+        dest[t].key_clear = marks[1]
         dest[t].n_atoms = len(atom_parts)
         for p, (offset, col) in enumerate(atom_parts):
             dest[t].atom_offset[p] = offset

@@ -29,6 +29,9 @@ cdef class AveragedWeights:
     # New rows start at seeded noise in [-noise_scale, noise_scale] rather than zero: the latent
     # perceptron (sun2009 Fig. 1) needs ||theta|| ~ 0 but not 0, or its latent states never split.
     cdef readonly double noise_scale
+    # Keys with bit TIED_BIT are label-level when tie_width > 1: an update of class c moves the
+    # whole group of tie_width columns that c is in (a label's latent states).
+    cdef readonly int tie_width
     cdef readonly hash_t noise_seed
 
     cdef int64_t find(self, hash_t key) noexcept nogil

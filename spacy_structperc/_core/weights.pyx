@@ -8,7 +8,7 @@ import numpy
 
 from .typedefs cimport hash_t, weight_t
 from .weights cimport Bucket
-from .templates cimport mix64
+from .templates cimport mix64, TIED_BIT
 
 DEF_MIN_BUCKETS = 1024
 
@@ -47,6 +47,7 @@ cdef class AveragedWeights:
         self.use_averages = False
         self.clock = 0
         self.version = 0
+        self.tie_width = 1
         if self._table == NULL:
             raise MemoryError()
 
@@ -184,8 +185,16 @@ cdef class AveragedWeights:
             return 0
         cdef int64_t r = self._insert(key)
         cdef int64_t idx = r * self.n_classes + clas
-        self._W[idx] += delta
-        self._U[idx] += <double>self.clock * <double>delta
+        cdef int64_t end
+        if self.tie_width > 1 and (key & TIED_BIT):
+            idx -= clas % self.tie_width
+            end = idx + self.tie_width
+        else:
+            end = idx + 1
+        while idx < end:
+            self._W[idx] += delta
+            self._U[idx] += <double>self.clock * <double>delta
+            idx += 1
         self._avg_valid = False
         self.version += 1
         return 0
@@ -230,6 +239,12 @@ cdef class AveragedWeights:
             self.average()
         self.use_averages = value
         self.version += 1
+
+    def set_tie_width(self, int width):
+        """Update keys marked tied (TIED_BIT) across groups of `width` classes (1 = never)."""
+        if width < 1 or self.n_classes % width:
+            raise ValueError(f"tie width {width} does not divide {self.n_classes} classes")
+        self.tie_width = width
 
     def set_noise(self, double scale, hash_t seed=0):
         """Start rows created from now on at seeded uniform noise in [-scale, scale]."""
@@ -396,11 +411,13 @@ cdef class AveragedWeights:
     def __reduce__(self):
         keys, W, U, clock = self.state_arrays()
         return (_rebuild_weights, (self.n_classes, self._capacity, keys, W, U, clock, self.use_averages,
-                                   self.noise_scale, self.noise_seed))
+                                   self.noise_scale, self.noise_seed, self.tie_width))
 
 
-def _rebuild_weights(n_classes, n_buckets, keys, W, U, clock, use_averages, noise_scale=0.0, noise_seed=0):
+def _rebuild_weights(n_classes, n_buckets, keys, W, U, clock, use_averages, noise_scale=0.0, noise_seed=0,
+                     tie_width=1):
     weights = AveragedWeights(n_classes, n_buckets)
+    weights.set_tie_width(tie_width)
     weights.load_arrays(keys, W, U, clock)
     weights.set_use_averages(use_averages)
     weights.set_noise(noise_scale, noise_seed)

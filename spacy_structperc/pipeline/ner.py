@@ -54,6 +54,9 @@ class LatentEntityRecognizer(SequenceLabeller):
         super().__init__(vocab, model, name, decoder="viterbi", order=order, scorer=scorer,
                          n_latent=n_latent, reset_every=reset_every, init_scale=float(init_scale),
                          seed=seed)
+        # Only exact latent Viterbi applies: drop the other decoders' settings.
+        for key in ("decoder", "lookahead_depth", "beam_width", "update", "margin", "direction"):
+            self.cfg.pop(key, None)
         self._epoch: Optional[int] = None
         self._warned_epochs = False
         self.n_resets = 0
@@ -128,6 +131,7 @@ class LatentEntityRecognizer(SequenceLabeller):
     def begin_update(self) -> None:
         super().begin_update()
         self.model.weights.set_noise(self.cfg["init_scale"], self.cfg["seed"])
+        self.model.weights.set_tie_width(self.n_latent)
         if self.cfg["reset_every"] and self._epoch is None and not self._warned_epochs:
             warn(Warnings.W003.format(name=self.name, k=self.cfg["reset_every"]))
             self._warned_epochs = True

@@ -82,7 +82,7 @@ class SequenceLabeller(PerceptronPipe):
             if trans is not None:
                 trans = numpy.asarray(trans, dtype=numpy.uint8)
                 m = trans.shape[1]
-                if self.cfg["direction"] == "rtl":
+                if self.cfg.get("direction", "ltr") == "rtl":
                     # Right to left, the previous decision is the next token: transpose, and the
                     # constraint on the first token becomes one on the last decision.
                     if not trans[m].all():
@@ -99,7 +99,7 @@ class SequenceLabeller(PerceptronPipe):
         system = self.system
         atoms = self.model.atoms(doc)
         allowed = self._position_mask(doc, gold)
-        if self.cfg["direction"] == "rtl":
+        if self.cfg.get("direction", "ltr") == "rtl":
             if self._start_mask is not None and len(doc):
                 if allowed is None:
                     allowed = numpy.ones((len(doc), self.n_classes), dtype=numpy.uint8)
@@ -127,7 +127,7 @@ class SequenceLabeller(PerceptronPipe):
                 continue
             self._bind(doc)
             classes = self._decode()
-            out.append(classes[::-1] if self.cfg["direction"] == "rtl" else classes)
+            out.append(classes[::-1] if self.cfg.get("direction", "ltr") == "rtl" else classes)
         return out
 
     # Training ----------------------------------------------------------------------------------
@@ -182,7 +182,7 @@ class SequenceLabeller(PerceptronPipe):
         """Fill missing gold labels with the model's best guess consistent with the known ones."""
         system = self.system
         atoms, allowed_before = system._bound_atoms(), system._bound_allowed()
-        if self.cfg["direction"] == "rtl":
+        if self.cfg.get("direction", "ltr") == "rtl":
             gold = gold[::-1]
         known = gold >= 0
         allowed = numpy.ones((len(gold), self.n_classes), dtype=numpy.uint8)
