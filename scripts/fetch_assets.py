@@ -2,12 +2,14 @@
 
 For every asset (not marked `extra`) of project.yml, in this order:
 1. `dest` already exists with the MD5 checksum project.yml gives: nothing to do;
-2. LOCAL_DIR holds a file with the same name: it is checked against the checksum and copied;
+2. a LOCAL_DIR holds a file with the same name: it is checked against the checksum and copied;
 3. otherwise the asset's `url` (a URL or a local path) is fetched the way `spacy project assets`
    fetches it, and checked.
 A file with the wrong checksum is never left in place, and the script exits non-zero.
 
-    python scripts/fetch_assets.py LOCAL_DIR [--vars.NAME VALUE ...]
+    python scripts/fetch_assets.py LOCAL_DIR [LOCAL_DIR ...] [--only DEST_PREFIX ...] [--vars.NAME VALUE ...]
+
+--only limits the run to assets whose dest starts with DEST_PREFIX (one corpus's assets).
 
 `--vars.*` overrides are applied to project.yml as `spacy project run` applies them, so the
 `assets` command of project.yml forwards its URL variables here.
@@ -30,13 +32,13 @@ def md5(path: Path) -> str:
     return digest.hexdigest()
 
 
-def place(asset: dict, local_dir: Path) -> str:
+def place(asset: dict, local_dirs) -> str:
     """Make asset["dest"] exist with the right checksum; say where it came from."""
     dest = PROJECT_DIR / asset["dest"]
     checksum = asset.get("checksum")
     if dest.is_file() and (checksum is None or md5(dest) == checksum):
         return "already in place"
-    local = local_dir / dest.name
+    local = next((d / dest.name for d in local_dirs if (d / dest.name).is_file()), local_dirs[0] / dest.name)
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.with_name(dest.name + ".part")
     if local.is_file():
@@ -61,14 +63,21 @@ def main(argv) -> int:
     if not argv or argv[0].startswith("--"):
         print(__doc__, file=sys.stderr)
         return 2
-    local_dir = Path(argv[0])
-    config = load_project_config(PROJECT_DIR, overrides=parse_config_overrides(list(argv[1:])))
+    argv = list(argv)
+    local_dirs, only = [], []
+    while argv and not argv[0].startswith("--"):
+        local_dirs.append(Path(argv.pop(0)))
+    while "--only" in argv:
+        i = argv.index("--only")
+        only.append(argv[i + 1])
+        del argv[i:i + 2]
+    config = load_project_config(PROJECT_DIR, overrides=parse_config_overrides(argv))
     failed = 0
     for asset in config.get("assets", []):
-        if asset.get("extra", False):
+        if asset.get("extra", False) or (only and not any(asset["dest"].startswith(p) for p in only)):
             continue
         try:
-            print(f"{asset['dest']}: {place(asset, local_dir)}")
+            print(f"{asset['dest']}: {place(asset, local_dirs)}")
         except Exception as e:  # report every asset, then fail
             print(f"{asset['dest']}: FAILED: {e}", file=sys.stderr)
             failed += 1

@@ -142,3 +142,29 @@ def test_reset_to_average_puts_the_average_in_the_current_weights_and_keeps_the_
     w.add(1, 0, 51.0)
     w.next_example()
     assert w.get(1, 0, averaged=True) == pytest.approx(avg_before[0][0] * 50 / 51 + (avg_before[0][0] + 51.0) / 51, abs=1e-4)
+
+
+def test_tied_template_keys_are_marked_and_update_every_state_of_the_label():
+    from spacy_structperc._core.templates import TemplateSet
+
+    specs = [{"name": "w0", "parts": [[0, "w"]]}, {"name": "label:w0", "parts": [[0, "w"]], "tied": True}]
+    plain = TemplateSet(specs[:1], ["w"])
+    mixed = TemplateSet(specs, ["w"])
+    atoms = numpy.array([[5]], dtype=numpy.uint64)
+    (k_plain,) = plain.static_keys(atoms, 0).tolist()
+    k_latent, k_tied = mixed.static_keys(atoms, 0).tolist()
+    assert k_plain & 1 and k_latent & 1 and k_tied & 1       # never 0
+    assert k_tied & 2 and not k_latent & 2                   # the marker bit
+    assert k_latent == k_plain & ~2                          # sets without ties hash as before
+    with pytest.raises(ValueError):
+        TemplateSet([{"name": "h", "parts": [["hist", 1]], "tied": True}], [])
+    w = AveragedWeights(6, 64)
+    w.set_tie_width(3)
+    w.add(k_tied, 4, 1.0)        # class 4 is state 1 of label 1 (classes 3, 4, 5)
+    w.add(k_latent, 4, 1.0)
+    assert [w.get(k_tied, c) for c in range(6)] == [0, 0, 0, 1, 1, 1]
+    assert [w.get(k_latent, c) for c in range(6)] == [0, 0, 0, 0, 1, 0]
+    w.next_example()
+    assert [w.get(k_tied, c, averaged=True) for c in range(6)] == [0, 0, 0, 1, 1, 1]
+    with pytest.raises(ValueError):
+        w.set_tie_width(4)

@@ -1,0 +1,52 @@
+"""Evaluate a trained pipeline on a column-format corpus read with the package's readers.
+
+    python scripts/evaluate_corpus.py training/chunker/model-best test.txt --reader conll2000
+    python scripts/evaluate_corpus.py training/ner/model-best eng.testb --reader conll2003
+    python scripts/evaluate_corpus.py training/ner_jnlpba/model-best Genia4EReval1.iob2 --reader iob2
+
+`spacy evaluate` reads .spacy files through spacy.Corpus, whose predicted Docs carry no POS tags;
+the readers here keep the file's POS tags on the predicted side (they are input in CoNLL-2000 and
+CoNLL-2003), so components whose features read token.tag_ see them. Prints the pipeline's scores
+(spans_* for the chunker, ents_* for NER, with per-type figures) and the words per second of
+nlp.evaluate, and writes them to --output.
+"""
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import spacy
+
+from spacy_structperc.readers import (create_conll2000_reader, create_conll2003_reader,
+                                      create_iob2_reader)
+
+READERS = {"conll2000": create_conll2000_reader, "conll2003": create_conll2003_reader,
+           "iob2": create_iob2_reader}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("model", type=Path)
+    p.add_argument("data", type=Path, help="the corpus file")
+    p.add_argument("--reader", choices=sorted(READERS), default="conll2000")
+    p.add_argument("--part", default="all", choices=["all", "train", "heldout"])
+    p.add_argument("--output", type=Path, default=None)
+    args = p.parse_args(argv)
+    nlp = spacy.load(args.model)
+    examples = list(READERS[args.reader](args.data, part=args.part)(nlp))
+    start = time.perf_counter()
+    scores = nlp.evaluate(examples)
+    seconds = time.perf_counter() - start
+    n_words = sum(len(eg.reference) for eg in examples)
+    out = {k: v for k, v in scores.items() if k.startswith(("spans_", "ents_"))}
+    out.update({"speed": n_words / seconds, "sentences": len(examples), "words": n_words})
+    print(json.dumps(out, indent=1))
+    if args.output:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        args.output.write_text(json.dumps(out, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
