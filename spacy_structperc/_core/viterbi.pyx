@@ -16,7 +16,10 @@ cdef double _viterbi1(TagSystem system, int* out) except? -1:
     cdef weight_t* hs = <weight_t*>malloc(m * sizeof(weight_t))
     cdef class_t hist[MAX_HIST]
     cdef int i, p, c, k, best_c
-    cdef double v, best
+    cdef double v, best, prev_score
+    cdef double* d
+    cdef const unsigned char* trans
+    cdef const unsigned char* pos_mask
     cdef const weight_t* static
     cdef const weight_t* h
     if delta == NULL or back == NULL or hs == NULL:
@@ -30,22 +33,31 @@ cdef double _viterbi1(TagSystem system, int* out) except? -1:
             for c in range(m):
                 delta[i * m + c] = -INFINITY
                 back[i * m + c] = -1
+            d = &delta[i * m]
             for p in range(-1 if i == 0 else 0, 0 if i == 0 else m):
-                if i > 0 and delta[(i - 1) * m + p] == -INFINITY:
+                prev_score = delta[(i - 1) * m + p] if i > 0 else 0.0
+                if prev_score == -INFINITY:
                     continue
                 hist[0] = p
                 system.history_scores(i, hist, hs)
                 h = hs
+                # The hot loop: label bigram constraints only; the position mask is applied
+                # once per position below, as it does not depend on p.
+                trans = &system.allowed_trans[(p if p >= 0 else m) * m] if system.allowed_trans != NULL else NULL
                 for c in range(m):
-                    if not system.is_allowed(i, p, c):
+                    if trans != NULL and not trans[c]:
                         continue
-                    v = (delta[(i - 1) * m + p] if i > 0 else 0.0) + h[c]
-                    if v > delta[i * m + c]:
-                        delta[i * m + c] = v
+                    v = prev_score + h[c]
+                    if v > d[c]:
+                        d[c] = v
                         back[i * m + c] = p
+            pos_mask = &system.allowed[i * m] if system.allowed != NULL else NULL
             for c in range(m):
-                if delta[i * m + c] != -INFINITY:
-                    delta[i * m + c] += static[c]
+                if pos_mask != NULL and not pos_mask[c]:
+                    d[c] = -INFINITY
+                    back[i * m + c] = -1
+                elif d[c] != -INFINITY:
+                    d[c] += static[c]
         best = -INFINITY
         best_c = -1
         if n > 0:
