@@ -28,6 +28,7 @@ REPO_ROOT = BENCH_DIR.parent
 # Known metrics: column header and formatter. Others are shown as they come, after these.
 METRICS: Dict[str, Tuple[str, Any]] = {
     "tag_acc": ("XPOS acc.", lambda v: f"{100 * v:.2f}"),
+    "label_acc": ("label acc.", lambda v: f"{100 * v:.2f}"),
     "pos_acc": ("UPOS acc.", lambda v: f"{100 * v:.2f}"),
     "ents_f": ("F1", lambda v: f"{100 * v:.2f}"),
     "ents_p": ("P", lambda v: f"{100 * v:.2f}"),
@@ -61,9 +62,78 @@ def _header(metric: str) -> str:
     return METRICS[metric][0] if metric in METRICS else metric
 
 
+# Datasets named "<prefix><value>" (e.g. "synthetic P=0.9" from bench_synthetic.py) get a table of
+# their own, after the main one: one line per (system, setting), one column per value.
+PIVOT_PREFIXES = ("synthetic P=",)
+
+
+def _pivoted(row: Dict[str, Any]) -> bool:
+    return str(row.get("dataset", "")).startswith(PIVOT_PREFIXES)
+
+
+def build_pivot_table(data: Dict[str, Any], split: str = "test") -> Optional[str]:
+    """The table of the pivoted rows (one metric, e.g. label_acc), or None if there are none."""
+    rows = [r for r in data.get("rows", []) if r.get("split") == split and _pivoted(r)]
+    if not rows:
+        return None
+    prefix = next(p for p in PIVOT_PREFIXES if rows[0]["dataset"].startswith(p))
+    rows = [r for r in rows if r["dataset"].startswith(prefix)]
+    metric = rows[0]["metric"]
+    rows = [r for r in rows if r["metric"] == metric]
+
+    def value_key(dataset: str):
+        v = dataset[len(prefix):]
+        try:
+            return (0, float(v), v)
+        except ValueError:
+            return (1, 0.0, v)
+
+    columns = sorted(dict.fromkeys(r["dataset"] for r in rows), key=value_key)
+    systems = list(dict.fromkeys(r["system"] for r in rows))
+    ours = [s for s in systems if s.startswith("structperc")]
+    systems = ours + [s for s in systems if s not in ours]
+    cells: Dict[Tuple[str, str], Dict[str, Any]] = {}
+    for r in rows:
+        cells.setdefault((r["system"], r["setting"]), {})[r["dataset"]] = r["value"]
+    order = sorted(cells, key=lambda k: systems.index(k[0]))  # stable within a system
+    head = ["system", "setting"] + [c if i == 0 else c[len(prefix):] for i, c in enumerate(columns)]
+    lines = ["| " + " | ".join(head) + " |",
+             "|" + "|".join(["---"] * 2 + ["---:"] * len(columns)) + "|"]
+    for system, setting in order:
+        system_cell = f"**{system}**" if system in ours else system
+        lines.append("| " + " | ".join([system_cell, setting] + [_fmt(metric, cells[(system, setting)].get(c))
+                                                              for c in columns]) + " |")
+    info = data.get("synthetic") or {}
+    cfg = info.get("config") or {}
+    foot = [f"{_header(metric)} on {prefix.split()[0]} data, {split}"]
+    if cfg:
+        foot.append(f"{cfg.get('n_train')} training / {cfg.get('n_test')} test sequences of "
+                    f"{cfg.get('length')} tokens, {cfg.get('epochs')} epochs, reset_every "
+                    f"{cfg.get('reset_every')}, mean of {cfg.get('seeds')} seed" + ("" if cfg.get("seeds") == 1 else "s"))
+    if info.get("date"):
+        foot.append(str(info["date"])[:10])
+    if info.get("quick"):
+        foot.append("QUICK SMOKE RUN, not real figures")
+    lines.append("")
+    lines.append(f"<sub>{'; '.join(foot)}. In %; generated from "
+                 f"`benchmarks/results/{data.get('component', '')}.json` by "
+                 f"`benchmarks/make_readme_tables.py`; rerun with "
+                 f"`python benchmarks/bench_synthetic.py`.</sub>")
+    return "\n".join(lines)
+
+
 def build_table(data: Dict[str, Any], split: str = "test") -> Optional[str]:
-    """The Markdown table of one results file, or None if it has no rows for ``split``."""
-    rows = [r for r in data.get("rows", []) if r.get("split") == split]
+    """The Markdown table of one results file, or None if it has no rows for ``split``; then the
+    table of its pivoted rows (PIVOT_PREFIXES), if any."""
+    pivot = build_pivot_table(data, split)
+    main = _build_main_table(data, split)
+    if main is None or pivot is None:
+        return main if pivot is None else pivot
+    return main + "\n\n" + pivot
+
+
+def _build_main_table(data: Dict[str, Any], split: str = "test") -> Optional[str]:
+    rows = [r for r in data.get("rows", []) if r.get("split") == split and not _pivoted(r)]
     if not rows:
         return None
     datasets = list(dict.fromkeys(r["dataset"] for r in rows))

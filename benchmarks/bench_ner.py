@@ -1,0 +1,652 @@
+"""Benchmark the latent-variable perceptron NER against a CRFsuite CRF and spaCy's `ner`.
+
+One run, on two corpora (one Doc per sentence, gold tokenization):
+
+- ``jnlpba``: JNLPBA 2004 / GENIA 3.02 (train ``Genia4ERtask1.iob2``, test ``Genia4EReval1.iob2``,
+  IOB2, words only). It has no development split: tuning uses the last 1,000 training sentences
+  (the reader's ``part="heldout"``);
+- ``conll2003``: CoNLL-2003 English (train ``eng.train``, dev ``eng.testa``, test ``eng.testb``,
+  IOB1, with the file's POS tags in ``token.tag_``);
+
+and three systems, each in its own child process:
+
+1. ours (structperc_ner) in the settings of STRUCTPERC_SETTINGS below (``n_latent`` 1, 2, 4, 8;
+   modified vs plain parameter averaging): trained in-process with a Python loop over
+   ``nlp.update`` (``start_epoch`` called before each epoch, examples shuffled each epoch with a
+   fixed seed, batches of ~1,000 words) on the whole training file (JNLPBA: all 18,546 sentences;
+   CoNLL: eng.train), for the number of epochs in the table;
+2. CRFsuite, first order, L-BFGS, with the observation features of
+   ``spacy-structperc.ner_features.v1`` (the Brown clusters excepted), trained on the training file;
+3. spaCy's built-in ``ner`` (CPU efficiency config from ``spacy init config``) trained with
+   ``spacy train`` on the training data with a dev set (CoNLL: eng.testa; JNLPBA: all but the last
+   1,000 training sentences, with those as dev), ``gold_preproc`` on, ``--spacy-max-steps`` steps;
+
+recording test ``ents_f/p/r`` (``Scorer.score_spans(examples, "ents")``, fractions),
+``train_seconds``, ``predict_wps`` (test words / seconds of the fastest of ``--predict-repeats``
+``nlp.pipe`` calls, batch_size 1000, over copies of the test Docs without entities) and
+``peak_rss_mb`` in ``benchmarks/results/ner.json`` (component "ner"; rows merged with the
+file's: only what was re-run is replaced, and the synthetic-data rows of ``bench_synthetic.py``
+are kept), then drawing ``ner_latent.png`` (F1 against n_latent, peers as horizontal lines).
+
+Examples (from the repo root)::
+
+    python benchmarks/bench_ner.py --quick                     # smoke run on slices
+    python benchmarks/bench_ner.py                             # everything, both corpora
+    python benchmarks/bench_ner.py --only spacy_ner,crfsuite   # the peers only
+    python benchmarks/bench_ner.py --only "structperc_ner:default;n_latent 1" --datasets jnlpba
+    python benchmarks/bench_ner.py --tune --settings "default;n_latent 1" --epochs 20  # dev curves
+    python benchmarks/bench_ner.py --plots-only
+
+The data root defaults to ``$STRUCTPERC_DATA``, else ``../shared/data`` (``jnlpba/``,
+``conll2003/`` under it).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import re
+import shlex
+import sys
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _common as C  # noqa: E402
+
+COMPONENT = "ner"
+OURS = "structperc_ner"
+SYSTEMS = ("spacy_ner", "crfsuite", OURS)
+HELDOUT = 1000  # JNLPBA: the last 1,000 training sentences are the tuning split
+
+IOB2_READER = "spacy-structperc.iob2_reader.v1"
+CONLL2003_READER = "spacy-structperc.conll2003_reader.v1"
+
+# Corpora: paths under the data root. "dev": a file of its own, or None to hold out the last
+# HELDOUT training sentences. "pos": read the file's POS tags into token.tag_.
+DATASETS: Dict[str, Dict[str, Any]] = {
+    "jnlpba": {"reader": IOB2_READER, "train": "jnlpba/train/Genia4ERtask1.iob2", "dev": None,
+               "test": "jnlpba/test/Genia4EReval1.iob2", "pos": False},
+    "conll2003": {"reader": CONLL2003_READER, "train": "conll2003/eng.train",
+                  "dev": "conll2003/eng.testa", "test": "conll2003/eng.testb", "pos": True},
+}
+
+# Our settings, per corpus: "config" goes to nlp.add_pipe("structperc_ner", config=...) over the
+# factory defaults; "epochs" is the number of passes over the training data.
+# PROVISIONAL: not tuned yet (see --tune).
+JNLPBA_MODEL = {"@architectures": "spacy-structperc.AveragedPerceptron.v1",
+                "features": {"@misc": "spacy-structperc.ner_features.v1", "pos": False,
+                             "clusters": True, "affixes": 4, "history": 1}}
+CONLL_MODEL = {"@architectures": "spacy-structperc.AveragedPerceptron.v1",
+               "features": {"@misc": "spacy-structperc.ner_features.v1", "pos": True,
+                            "clusters": True, "affixes": 4, "history": 1}}
+STRUCTPERC_SETTINGS: Dict[str, List[Dict[str, Any]]] = {
+    "jnlpba": [
+        {"setting": "default", "epochs": 12,
+         "config": {"model": JNLPBA_MODEL, "n_latent": 4, "reset_every": 4}},
+        {"setting": "n_latent 1", "epochs": 12,
+         "config": {"model": JNLPBA_MODEL, "n_latent": 1, "reset_every": 0}},
+        {"setting": "n_latent 2", "epochs": 12,
+         "config": {"model": JNLPBA_MODEL, "n_latent": 2, "reset_every": 4}},
+        {"setting": "n_latent 4", "epochs": 12,
+         "config": {"model": JNLPBA_MODEL, "n_latent": 4, "reset_every": 4}},
+        {"setting": "n_latent 8", "epochs": 12,
+         "config": {"model": JNLPBA_MODEL, "n_latent": 8, "reset_every": 4}},
+        {"setting": "n_latent 4, plain averaging", "epochs": 12,
+         "config": {"model": JNLPBA_MODEL, "n_latent": 4, "reset_every": 0}},
+    ],
+    "conll2003": [
+        {"setting": "default", "epochs": 12,
+         "config": {"model": CONLL_MODEL, "n_latent": 4, "reset_every": 4}},
+        {"setting": "n_latent 1", "epochs": 12,
+         "config": {"model": CONLL_MODEL, "n_latent": 1, "reset_every": 0}},
+        {"setting": "n_latent 2", "epochs": 12,
+         "config": {"model": CONLL_MODEL, "n_latent": 2, "reset_every": 4}},
+        {"setting": "n_latent 4", "epochs": 12,
+         "config": {"model": CONLL_MODEL, "n_latent": 4, "reset_every": 4}},
+        {"setting": "n_latent 8", "epochs": 12,
+         "config": {"model": CONLL_MODEL, "n_latent": 8, "reset_every": 4}},
+        {"setting": "n_latent 4, plain averaging", "epochs": 12,
+         "config": {"model": CONLL_MODEL, "n_latent": 4, "reset_every": 0}},
+    ],
+}
+
+CRF_PARAMS = {"algorithm": "lbfgs", "c1": 0.0, "c2": 1.0, "max_iterations": 100}
+SPACY_MAX_STEPS = 4000
+
+QUICK_LIMITS = {"train": 1000, "test": 500}
+QUICK_EPOCHS = 2
+QUICK_SETTINGS = ("default", "n_latent 1")  # ours in a --quick run unless --only names settings
+QUICK_CRF_ITERATIONS = 30
+QUICK_SPACY_STEPS = 200
+
+NOTES = [
+    "jnlpba: JNLPBA 2004 (GENIA 3.02, 5 entity types), train Genia4ERtask1.iob2 (18,546 sentences, "
+    "492,551 tokens), test Genia4EReval1.iob2 (3,856 sentences, 101,039 tokens), IOB2, words only. "
+    "No dev split: tuning (ours, --tune) and spaCy's dev set use the last 1,000 training "
+    "sentences; the final models of ours and CRFsuite train on all 18,546, spaCy's ner on the "
+    "first 17,546.",
+    "conll2003: CoNLL-2003 English (4 types), train eng.train, dev eng.testa (tuning; spaCy's dev "
+    "set), test eng.testb; IOB1 read into doc.ents; the file's POS tags in token.tag_ (ours and "
+    "CRFsuite use them; spaCy's efficiency config does not). Nobody trains on eng.testa.",
+    "ents_f/p/r: spaCy's Scorer.score_spans(examples, 'ents') on the test set (exact type and "
+    "boundaries, as conlleval), as fractions.",
+    "train_seconds: ours: initialize + the epochs of nlp.update (Python loop, batches of ~1,000 "
+    "words, shuffled each epoch); crfsuite: feature extraction + L-BFGS; spaCy ner: the whole "
+    "spacy train command (including its dev evaluations).",
+    "predict_wps: test words / wall seconds of the fastest of --predict-repeats nlp.pipe calls "
+    "(batch_size 1000, one process, one thread) over copies of the test Docs without entities "
+    "(words, and POS tags for CoNLL); for crfsuite the timed loop extracts features, tags and "
+    "writes doc.ents.",
+    "crfsuite: first order, the observation features of spacy-structperc.ner_features.v1 (words and "
+    "lowercase words in a window of 2 and their bigrams, POS in a window of 2 with bigrams and "
+    "trigrams for CoNLL, word shapes, prefixes and suffixes of 1-4 characters) WITHOUT the Brown "
+    "clusters our settings use; IOB2 tags; L-BFGS c1=0, c2=1, 100 iterations (not tuned), trained "
+    "on the training file only.",
+    "spacy_ner: `spacy init config --pipeline ner --optimize efficiency` (CPU, no vectors), "
+    "gold_preproc, max_steps as in the setting name; the model spaCy saves as model-best.",
+    "All children run with OMP/OPENBLAS/MKL/BLIS_NUM_THREADS=1.",
+]
+
+
+# ---------------------------------------------------------------------------------------------
+# Data and evaluation
+
+
+def _docs(ds: Dict[str, Any], which: str, limit: int, vocab):
+    """Gold Docs of one split. which: "train" (the whole training file), "tune_train" (the
+    training data when a dev set is needed: JNLPBA all but the last HELDOUT sentences, CoNLL
+    eng.train), "dev" (CoNLL eng.testa, JNLPBA the held-out sentences) or "test"."""
+    from spacy_structperc.readers import ner_docs
+
+    kw = {"reader": ds["reader"], "limit": limit, "pos": ds["pos"]}
+    if which == "train":
+        return ner_docs(vocab, ds["paths"]["train"], part="all", **kw)
+    if which == "tune_train":
+        if ds["paths"]["dev"]:
+            return ner_docs(vocab, ds["paths"]["train"], part="all", **kw)
+        return ner_docs(vocab, ds["paths"]["train"], part="train", heldout=HELDOUT, **kw)
+    if which == "dev":
+        if ds["paths"]["dev"]:
+            return ner_docs(vocab, ds["paths"]["dev"], part="all", **kw)
+        return ner_docs(vocab, ds["paths"]["train"], part="heldout", heldout=HELDOUT, **kw)
+    if which == "test":
+        return ner_docs(vocab, ds["paths"]["test"], part="all", **kw)
+    raise ValueError(f"unknown split {which!r}")
+
+
+def _inputs(gold_docs, vocab, pos: bool):
+    from spacy_structperc.readers import ner_predicted_copy
+
+    return [ner_predicted_copy(vocab, d, pos=pos) for d in gold_docs]
+
+
+def _score(pred_docs, gold_docs) -> Dict[str, Any]:
+    from spacy.scorer import Scorer
+    from spacy.training import Example
+
+    if len(pred_docs) != len(gold_docs):
+        raise ValueError(f"{len(pred_docs)} predicted docs for {len(gold_docs)} gold docs")
+    s = Scorer.score_spans([Example(p, g) for p, g in zip(pred_docs, gold_docs)], "ents")
+    return {k: s[k] for k in ("ents_f", "ents_p", "ents_r", "ents_per_type")}
+
+
+def _split_scores(scores: Dict[str, Any]):
+    """(metrics for rows, per-type scores for the details)."""
+    return ({k: v for k, v in scores.items() if k != "ents_per_type"}, scores.get("ents_per_type"))
+
+
+def _time_pipe(nlp, gold_docs, repeats: int, pos: bool):
+    first, best = None, float("inf")
+    for _ in range(max(1, repeats)):
+        docs = _inputs(gold_docs, nlp.vocab, pos)
+        with C.Timer() as t:
+            preds = list(nlp.pipe(docs, batch_size=1000))
+        first = preds if first is None else first
+        best = min(best, t.seconds)
+    return first, C.count_tokens(gold_docs) / best, best
+
+
+def _batches(examples, size_words: int = 1000):
+    batch, n = [], 0
+    for eg in examples:
+        batch.append(eg)
+        n += len(eg.reference)
+        if n >= size_words:
+            yield batch
+            batch, n = [], 0
+    if batch:
+        yield batch
+
+
+# ---------------------------------------------------------------------------------------------
+# Systems (each runs in a child process)
+
+
+def run_structperc(ds: Dict[str, Any], config: Dict[str, Any], epochs: int, train_split: str,
+                   eval_split: str, limits: Dict[str, int], eval_each_epoch: bool = False,
+                   predict_repeats: int = 1, seed: int = 0) -> Dict[str, Any]:
+    import spacy
+    from spacy.training import Example
+
+    import spacy_structperc  # noqa: F401
+
+    nlp = spacy.blank("en")
+    ner = nlp.add_pipe(OURS, config=config)
+    train_gold = _docs(ds, train_split, limits.get("train", 0), nlp.vocab)
+    eval_gold = _docs(ds, eval_split, limits.get("test", 0), nlp.vocab)
+    examples = [Example(p, g) for p, g in zip(_inputs(train_gold, nlp.vocab, ds["pos"]), train_gold)]
+    rng = random.Random(seed)
+    curve = []
+    train_seconds = 0.0
+    with C.Timer() as t_init:
+        nlp.initialize(lambda: examples)
+    train_seconds += t_init.seconds
+    print(f"[{OURS}] initialized in {t_init.seconds:.1f}s: {len(ner.labels)} labels, "
+          f"{ner.n_classes} weight columns", flush=True)
+    resets = []
+    for epoch in range(epochs):
+        order = list(examples)
+        rng.shuffle(order)
+        losses: Dict[str, float] = {}
+        with C.Timer() as t:
+            if ner.start_epoch(epoch):
+                resets.append(epoch + 1)
+            for batch in _batches(order):
+                nlp.update(batch, losses=losses)
+        train_seconds += t.seconds
+        print(f"[{OURS}] epoch {epoch + 1}: loss {losses.get(OURS, 0):.0f}, {t.seconds:.1f}s"
+              + (" (weights reset to averages)" if resets and resets[-1] == epoch + 1 else ""), flush=True)
+        if eval_each_epoch:
+            preds = list(nlp.pipe(_inputs(eval_gold, nlp.vocab, ds["pos"]), batch_size=1000))
+            metrics, _ = _split_scores(_score(preds, eval_gold))
+            curve.append({"epoch": epoch + 1, **metrics, "loss": losses.get(OURS, 0),
+                          "seconds": round(t.seconds, 2)})
+            print(f"  {eval_split}: F1 {metrics['ents_f']:.4f}", flush=True)
+    preds, wps, seconds = _time_pipe(nlp, eval_gold, predict_repeats, ds["pos"])
+    metrics, per_type = _split_scores(_score(preds, eval_gold))
+    metrics.update({"train_seconds": train_seconds, "predict_wps": wps})
+    return {"metrics": metrics,
+            "details": {"config": config, "epochs": epochs, "curve": curve, "resets_at_pass": resets,
+                        "predict_seconds": seconds, "train_sentences": len(examples),
+                        "ents_per_type": per_type, "model_bytes": len(ner.to_bytes())}}
+
+
+def crf_token_features(doc, pos: bool, window: int = 2, affixes: int = 4) -> List[List[str]]:
+    """The observation features of spacy-structperc.ner_features.v1 (clusters excepted): the
+    label history is the CRF's own first-order transition. Positions outside the sentence read
+    as <s> / </s>, as the core's padding does; a prefix/suffix longer than the word is absent."""
+    from spacy_structperc.features import _shape, _short_shape
+
+    words = [t.text for t in doc]
+    lower = [w.lower() for w in words]
+    shape = [_shape(w) for w in words]
+    sshape = [_short_shape(w) for w in words]
+    tags = [t.tag_ for t in doc] if pos else None
+    n = len(words)
+
+    def at(seq, i):
+        return seq[i] if 0 <= i < n else ("<s>" if i < 0 else "</s>")
+
+    out = []
+    for i in range(n):
+        f = ["b", "o0=" + words[i], "w0=" + lower[i]]
+        for k in range(1, window + 1):
+            f += [f"w-{k}=" + at(lower, i - k), f"w+{k}=" + at(lower, i + k)]
+        f += ["w-1w0=" + at(lower, i - 1) + "|" + lower[i], "w0w+1=" + lower[i] + "|" + at(lower, i + 1)]
+        if pos:
+            f.append("p0=" + tags[i])
+            for k in range(1, window + 1):
+                f += [f"p-{k}=" + at(tags, i - k), f"p+{k}=" + at(tags, i + k)]
+            for a, b in ((-2, -1), (-1, 0), (0, 1), (1, 2)):
+                f.append(f"p{a:+d}p{b:+d}=" + at(tags, i + a) + "|" + at(tags, i + b))
+            for a in (-2, -1, 0):
+                f.append(f"p{a:+d}3=" + "|".join(at(tags, i + a + j) for j in range(3)))
+        f.append("sh0=" + shape[i])
+        for k in range(1, window + 1):
+            f += [f"sh-{k}=" + at(sshape, i - k), f"sh+{k}=" + at(sshape, i + k)]
+        for a, b in ((-2, -1), (-1, 0), (0, 1), (1, 2)):
+            f.append(f"sh{a:+d}sh{b:+d}=" + at(sshape, i + a) + "|" + at(sshape, i + b))
+        w = words[i]
+        for k in range(1, affixes + 1):
+            if len(w) >= k:
+                f += [f"p{k}=" + w[:k], f"s{k}=" + w[-k:]]
+        out.append(f)
+    return out
+
+
+def run_crfsuite(ds: Dict[str, Any], out_dir: str, params: Dict[str, Any], limits: Dict[str, int],
+                 predict_repeats: int = 1) -> Dict[str, Any]:
+    import pycrfsuite
+    from spacy.tokens import Span
+    from spacy.vocab import Vocab
+
+    from spacy_structperc.readers import doc_ner_tags
+    from spacy_structperc.scorers import iob_to_chunks
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    vocab = Vocab()
+    train = _docs(ds, "train", limits.get("train", 0), vocab)
+    with C.Timer() as t_train:
+        trainer = pycrfsuite.Trainer(algorithm=params["algorithm"], verbose=False)
+        for doc in train:
+            trainer.append(crf_token_features(doc, ds["pos"]), doc_ner_tags(doc, "IOB2"))
+        trainer.set_params({"c1": params["c1"], "c2": params["c2"],
+                            "max_iterations": params["max_iterations"],
+                            "feature.possible_transitions": True})
+        trainer.train(str(out / "ner.crfsuite"))
+    print(f"[crfsuite] trained in {t_train.seconds:.0f}s", flush=True)
+    gold = _docs(ds, "test", limits.get("test", 0), vocab)
+    tagger = pycrfsuite.Tagger()
+    tagger.open(str(out / "ner.crfsuite"))
+    first, best = None, float("inf")
+    for _ in range(max(1, predict_repeats)):
+        docs = _inputs(gold, vocab, ds["pos"])
+        with C.Timer() as t:
+            for doc in docs:
+                tags = tagger.tag(crf_token_features(doc, ds["pos"]))
+                doc.ents = [Span(doc, s, e, label) for s, e, label in iob_to_chunks(tags)]
+        first = docs if first is None else first
+        best = min(best, t.seconds)
+    metrics, per_type = _split_scores(_score(first, gold))
+    metrics.update({"train_seconds": t_train.seconds, "predict_wps": C.count_tokens(gold) / best})
+    setting = (f"1st-order, {params['algorithm']} c1={params['c1']} c2={params['c2']}, "
+               f"{params['max_iterations']} iters")
+    try:
+        log = trainer.logparser.last_iteration
+    except AttributeError:
+        log = None
+    return {"setting": setting, "metrics": metrics,
+            "details": {"params": params, "ents_per_type": per_type, "predict_seconds": best,
+                        "train_sentences": len(train), "last_iteration": log}}
+
+
+def run_spacy_ner(ds: Dict[str, Any], out_dir: str, max_steps: int, limits: Dict[str, int],
+                  extra_overrides: Sequence[str] = (), predict_repeats: int = 1) -> Dict[str, Any]:
+    import subprocess
+
+    import spacy
+    from spacy.tokens import DocBin
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    nlp = spacy.blank("en")
+    sizes = {}
+    for which, name in (("tune_train", "train"), ("dev", "dev")):
+        docs = _docs(ds, which, limits.get("train" if name == "train" else "test", 0), nlp.vocab)
+        DocBin(docs=docs).to_disk(out / f"{name}.spacy")
+        sizes[name] = len(docs)
+    config = out / "config.cfg"
+    subprocess.run([sys.executable, "-m", "spacy", "init", "config", str(config), "--lang", "en",
+                    "--pipeline", "ner", "--optimize", "efficiency", "--force"],
+                   check=True, stdout=subprocess.DEVNULL, env=C.child_env())
+    overrides = ["--corpora.train.gold_preproc", "true", "--corpora.dev.gold_preproc", "true",
+                 "--training.max_steps", str(max_steps)]
+    overrides += list(extra_overrides)
+    run = C.spacy_train(config, out / "model", out / "train.spacy", out / "dev.spacy",
+                        overrides=overrides, log_path=out / "train.log")
+    print(f"[spacy_ner] {run['steps']} steps in {run['seconds']:.0f}s", flush=True)
+    ner = spacy.load(run["model_dir"])
+    gold = _docs(ds, "test", limits.get("test", 0), ner.vocab)
+    preds, wps, seconds = _time_pipe(ner, gold, predict_repeats, ds["pos"])
+    metrics, per_type = _split_scores(_score(preds, gold))
+    metrics.update({"train_seconds": run["seconds"], "predict_wps": wps})
+    return {"setting": f"efficiency cfg, {run['steps']} steps", "metrics": metrics,
+            "details": {"train": run, "overrides": overrides, "predict_seconds": seconds,
+                        "docs": sizes, "ents_per_type": per_type}}
+
+
+# ---------------------------------------------------------------------------------------------
+# Plot
+
+
+def make_plots(results_path: Path, out_dir: Path) -> List[Path]:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    data = C.load_results(results_path)
+    rows = [r for r in data.get("rows", []) if r["split"] == "test" and r["dataset"] in DATASETS]
+    datasets = [d for d in DATASETS if any(r["dataset"] == d for r in rows)]
+    if not any(r["system"] == OURS and r["metric"] == "ents_f" for r in rows):
+        print(f"  no {OURS} rows in the results yet: ner_latent.png not drawn")
+        return []
+    tag = " (QUICK SMOKE RUN)" if data.get("quick") else ""
+    fig, axes = plt.subplots(1, len(datasets), figsize=(5.5 * len(datasets), 5.2), squeeze=False)
+    for ax, dataset in zip(axes[0], datasets):
+        f1 = {(r["system"], r["setting"]): 100 * r["value"] for r in rows
+              if r["dataset"] == dataset and r["metric"] == "ents_f"}
+        points = []
+        for (system, setting), v in f1.items():
+            m = re.fullmatch(r"n_latent (\d+)", setting)
+            if system == OURS and m:
+                points.append((int(m.group(1)), v))
+        points.sort()
+        if points:
+            ax.plot([p[0] for p in points], [p[1] for p in points], "o-", color="C0",
+                    label=f"{OURS} n_latent N (1: plain perceptron; 2+: modified averaging)")
+            ax.set_xscale("log", base=2)
+            ax.set_xticks([p[0] for p in points])
+            ax.set_xticklabels([str(p[0]) for p in points])
+        plain = f1.get((OURS, "n_latent 4, plain averaging"))
+        if plain is not None:
+            ax.plot([4], [plain], "s", color="C3", label=f"{OURS} n_latent 4, plain averaging")
+        default = f1.get((OURS, "default"))
+        if default is not None:
+            ax.axhline(default, color="C0", ls=":", lw=1, label=f"{OURS} default")
+        for n, ((system, setting), v) in enumerate(sorted(f1.items())):
+            if system != OURS:
+                color = {"crfsuite": "C2", "spacy_ner": "C1"}.get(system, f"C{4 + n}")
+                ax.axhline(v, color=color, ls="--", label=f"{system} ({setting})")
+        ax.set_xlabel("latent sub-states per BIO class (n_latent)")
+        ax.set_ylabel("entity F1 on test (%)")
+        split = {"jnlpba": "JNLPBA test (Genia4EReval1)", "conll2003": "CoNLL-2003 testb"}.get(dataset, dataset)
+        ax.set_title(f"{split}{tag}", fontsize=10)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=1, frameon=False)
+    fig.suptitle(f"{OURS}: F1 against the number of latent states", fontsize=11)
+    fig.tight_layout()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / "ner_latent.png"
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return [path]
+
+
+# ---------------------------------------------------------------------------------------------
+# Main
+
+
+def _csv(s: str) -> List[str]:
+    return [x.strip() for x in s.split(",") if x.strip()]
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--data", type=Path, default=None, help="data root (default: C.default_data_root())")
+    p.add_argument("--datasets", type=_csv, default=list(DATASETS),
+                   help="comma-separated, out of " + ",".join(DATASETS))
+    p.add_argument("--work-dir", type=Path, default=C.DEFAULT_WORK_DIR)
+    p.add_argument("--results-dir", type=Path, default=None,
+                   help="default benchmarks/results; with --quick: WORK_DIR/quick-results")
+    p.add_argument("--quick", action="store_true",
+                   help=f"smoke run: slices {QUICK_LIMITS}, {QUICK_EPOCHS} epochs, ours only {QUICK_SETTINGS}")
+    p.add_argument("--only", default=None, help="comma-separated systems out of " + ",".join(SYSTEMS)
+                   + "; or 'structperc_ner:SETTING[;SETTING]' (last)")
+    p.add_argument("--epochs", type=int, default=None, help="override every setting's epochs")
+    p.add_argument("--tune", action="store_true",
+                   help="dev curves only: our --settings, F1 on the dev split after every epoch")
+    p.add_argument("--settings", default="default",
+                   help="with --tune: ';'-separated setting names from STRUCTPERC_SETTINGS")
+    p.add_argument("--reset-every", type=int, default=None,
+                   help="with --tune: override reset_every in the tuned settings")
+    p.add_argument("--spacy-max-steps", type=int, default=None, help=f"default {SPACY_MAX_STEPS}")
+    p.add_argument("--predict-repeats", type=int, default=3)
+    p.add_argument("--plots-only", action="store_true")
+    return p.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    data_root = Path(args.data or C.default_data_root()).resolve()
+    unknown = [d for d in args.datasets if d not in DATASETS]
+    if unknown:
+        print(f"unknown datasets {unknown}; choose from {list(DATASETS)}", file=sys.stderr)
+        return 2
+    datasets = {}
+    for name in args.datasets:
+        ds = dict(DATASETS[name])
+        ds["paths"] = {k: (str(data_root / ds[k]) if ds[k] else None) for k in ("train", "dev", "test")}
+        datasets[name] = ds
+    work_dir = args.work_dir.resolve()
+    results_dir = (args.results_dir or (work_dir / "quick-results" if args.quick else C.RESULTS_DIR)).resolve()
+    results_path = results_dir / f"{COMPONENT}.json"
+    if args.plots_only:
+        for path in make_plots(results_path, results_dir):
+            print(f"wrote {path}")
+        return 0
+    t_start = time.time()
+    me = Path(__file__).resolve()
+    run_dir = work_dir / "runs" / ("quick" if args.quick else "full") / COMPONENT
+    limits = dict(QUICK_LIMITS) if args.quick else {}
+
+    def epochs_of(s):
+        return args.epochs or (QUICK_EPOCHS if args.quick else s["epochs"])
+
+    print(f"data: {data_root}\nwork: {work_dir}\nresults: {results_path}", flush=True)
+
+    if args.tune:
+        wanted = [s.strip() for s in args.settings.split(";") if s.strip()]
+        out = []
+        for dataset, ds in datasets.items():
+            table = {s["setting"]: s for s in STRUCTPERC_SETTINGS[dataset]}
+            for name in wanted:
+                if name not in table:
+                    print(f"no setting {name!r} for {dataset}; have {list(table)}", file=sys.stderr)
+                    return 2
+                s = table[name]
+                config = json.loads(json.dumps(s["config"]))
+                if args.reset_every is not None:
+                    config["reset_every"] = args.reset_every
+                epochs = epochs_of(s)
+                label = f"tune-{dataset}-{C.slug(name)}-k{config.get('reset_every')}-e{epochs}"
+                print(f"{dataset} | {name} (reset_every {config.get('reset_every')}, {epochs} epochs)", flush=True)
+                res = C.run_child(me, "run_structperc",
+                                  {"ds": ds, "config": config, "epochs": epochs, "train_split": "tune_train",
+                                   "eval_split": "dev", "limits": limits, "eval_each_epoch": True},
+                                  log_path=run_dir / "logs" / f"{label}.log")
+                curve = res["details"]["curve"]
+                best = max(curve, key=lambda c: c["ents_f"])
+                print(f"  dev F1: " + " ".join(f"{c['ents_f']:.4f}" for c in curve)
+                      + f"  best epoch {best['epoch']} ({best['ents_f']:.4f}); "
+                      f"peak RSS {res['peak_rss_mb']:.0f} MB", flush=True)
+                out.append({"dataset": dataset, "setting": name, "config": config, "epochs": epochs,
+                            "curve": curve, "resets_at_pass": res["details"]["resets_at_pass"],
+                            "train_seconds": res["metrics"]["train_seconds"],
+                            "peak_rss_mb": res["peak_rss_mb"], "date": C.now_iso()})
+        run_dir.mkdir(parents=True, exist_ok=True)
+        tune_path = run_dir / "tune.json"
+        old = json.loads(tune_path.read_text()) if tune_path.exists() else []
+        tune_path.write_text(json.dumps(old + out, indent=1))
+        print(f"appended {len(out)} curves to {tune_path}\ndone in {time.time() - t_start:.0f}s")
+        return 0
+
+    systems, ours_settings = set(SYSTEMS), None
+    if args.only:
+        head, sep, tail = args.only.partition(OURS + ":")
+        systems = {s.strip() for s in head.split(",") if s.strip()} | ({OURS} if sep else set())
+        if sep:
+            ours_settings = {s.strip() for s in tail.split(";") if s.strip()}
+        bad = systems - set(SYSTEMS)
+        if bad:
+            print(f"unknown systems {sorted(bad)}; choose from {list(SYSTEMS)}", file=sys.stderr)
+            return 2
+    if ours_settings is None and args.quick:
+        ours_settings = set(QUICK_SETTINGS)
+    spacy_steps = args.spacy_max_steps or (QUICK_SPACY_STEPS if args.quick else SPACY_MAX_STEPS)
+    jobs = []
+    for dataset, ds in datasets.items():
+        ddir = run_dir / dataset
+        common = {"ds": ds, "limits": limits, "predict_repeats": args.predict_repeats}
+        if OURS in systems:
+            for s in STRUCTPERC_SETTINGS[dataset]:
+                if ours_settings is None or s["setting"] in ours_settings:
+                    jobs.append((dataset, OURS, s["setting"], "run_structperc",
+                                 dict(common, config=s["config"], epochs=epochs_of(s), train_split="train",
+                                      eval_split="test")))
+        if "crfsuite" in systems:
+            params = dict(CRF_PARAMS)
+            if args.quick:
+                params["max_iterations"] = QUICK_CRF_ITERATIONS
+            jobs.append((dataset, "crfsuite", None, "run_crfsuite",
+                         dict(common, out_dir=str(ddir / "crfsuite"), params=params)))
+        if "spacy_ner" in systems:
+            extra = ["--training.eval_frequency", "100"] if args.quick else []
+            jobs.append((dataset, "spacy_ner", None, "run_spacy_ner",
+                         dict(common, out_dir=str(ddir / "spacy_ner"), max_steps=spacy_steps,
+                              extra_overrides=extra)))
+
+    command = "python benchmarks/bench_ner.py " + " ".join(
+        shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
+    new_rows, details, errors, done = [], {}, {}, []
+    for n, (dataset, system, setting, func, kwargs) in enumerate(jobs, 1):
+        label = f"{dataset} | {system}" + (f" | {setting}" if setting else "")
+        log = run_dir / "logs" / f"{C.slug(label)}.log"
+        print(f"[{n}/{len(jobs)}] {label} (log: {log})", flush=True)
+        load_before = C.load_average()
+        try:
+            with C.Timer() as t:
+                res = C.run_child(me, func, kwargs, log_path=log)
+        except Exception as err:
+            errors[label] = str(err)
+            print(f"  FAILED: {err}", flush=True)
+            continue
+        setting = setting or res["setting"]
+        metrics = dict(res["metrics"], peak_rss_mb=res["peak_rss_mb"])
+        for metric, value in metrics.items():
+            new_rows.append(C.make_row(system, setting, metric, value, dataset=dataset, split="test"))
+        done.append((dataset, system, setting if system == OURS else None))
+        details[f"{dataset} | {system} | {setting}"] = dict(
+            res.get("details", {}), setting=setting, date=C.now_iso(), command=command,
+            child_seconds=res.get("child_seconds"), load_avg_before=load_before,
+            load_avg_after=C.load_average())
+        shown = ", ".join(f"{k}={v:.4f}" if k.startswith("ents_") else f"{k}={v:,.1f}" for k, v in metrics.items())
+        print(f"  {setting}: {shown}  ({t.seconds:.0f}s)", flush=True)
+
+    def is_replaced(row) -> bool:
+        return any(row["dataset"] == d and row["system"] == s and (setting is None or row["setting"] == setting)
+                   for d, s, setting in done)
+
+    if new_rows:
+        with C.locked(results_path):
+            old = C.load_results(results_path)
+            rows = C.merge_rows(old.get("rows", []), new_rows, is_replaced)
+            all_details = dict(old.get("details", {}))
+            for d, s, setting in done:  # a re-run peer (its setting may have changed) replaces its details
+                if setting is None:
+                    for k in [k for k in all_details if k.startswith(f"{d} | {s} | ")]:
+                        del all_details[k]
+            all_details.update(details)
+            extra = {k: v for k, v in old.items() if k not in ("component", "rows", "details")}
+            extra.update({"machine": C.machine_info(), "date": C.now_iso(), "git": C.git_revision(),
+                          "command": command, "quick": bool(args.quick),
+                          "data": {"root": str(data_root), "jnlpba_heldout": HELDOUT,
+                                   "datasets": {k: v["paths"] for k, v in datasets.items()}},
+                          "notes": NOTES, "details": all_details})
+            if errors:
+                extra["errors_last_run"] = errors
+            else:
+                extra.pop("errors_last_run", None)
+            C.write_results(results_path, COMPONENT, rows, **extra)
+        print(f"wrote {results_path} ({len(new_rows)} new rows, {len(rows)} in all)")
+    for path in make_plots(results_path, results_dir):
+        print(f"wrote {path}")
+    print(f"done in {time.time() - t_start:.0f}s" + (f"; {len(errors)} failed: {sorted(errors)}" if errors else ""))
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
