@@ -325,7 +325,8 @@ NER_LATENT_MODES = ("all", "core", "none")
 
 
 def ner_templates(pos: bool = True, window: int = 2, affixes: int = 4, clusters: bool = False,
-                  history: int = 1, latent: str = "all", label_level: bool = False) -> List[dict]:
+                  history: int = 1, latent: str = "all", label_level: bool = False,
+                  context: bool = False) -> List[dict]:
     """Named-entity templates after sun2009 Table 1: words, POS and orthography in a window and
     their conjunctions, with the prefixes and suffixes of tsuruoka2011 §4.1.
 
@@ -336,12 +337,14 @@ def ner_templates(pos: bool = True, window: int = 2, affixes: int = 4, clusters:
     latent: which node templates are conjoined with the latent state: "all" (sun2009), "core"
     (a few: the word, its shape, POS, suffix and cluster), or "none". label_level: add a copy of
     every node template conjoined with the label only ("tied": its weights are shared by the
-    label's latent states), so rare features are not split across states.
+    label's latent states), so rare features are not split across states. context: add the
+    neighbours' suffixes and more word bigrams (for biomedical names, whose heads and modifiers
+    are telling: "... kinase", "anti- ...").
     """
     if latent not in NER_LATENT_MODES:
         raise ValueError(Errors.S012.format(setting="latent", name="ner_features", value=latent,
                                             requirement=f"one of {list(NER_LATENT_MODES)}"))
-    node = _ner_node_templates(pos, window, affixes, clusters)
+    node = _ner_node_templates(pos, window, affixes, clusters, context)
     t = [dict(spec) for spec in node if latent == "all" or (latent == "core" and spec["name"] in NER_CORE_TEMPLATES)]
     if label_level:
         t.extend(dict(spec, name="label:" + spec["name"], tied=True) for spec in node)
@@ -352,7 +355,7 @@ def ner_templates(pos: bool = True, window: int = 2, affixes: int = 4, clusters:
     return t
 
 
-def _ner_node_templates(pos: bool, window: int, affixes: int, clusters: bool) -> List[dict]:
+def _ner_node_templates(pos: bool, window: int, affixes: int, clusters: bool, context: bool) -> List[dict]:
     t = [template("bias", (0, "bias"))]
     t.append(template("o0", (0, "orth")))
     t.append(template("w0", (0, "lower")))
@@ -391,6 +394,16 @@ def _ner_node_templates(pos: bool, window: int, affixes: int, clusters: bool) ->
         for k in (-1, 1):
             t.append(template(f"c6{k:+d}", (k, "c6")))
             t.append(template(f"cluster{k:+d}", (k, "cluster")))
+    if context:
+        for k in (-1, 1):
+            t.append(template(f"s3{k:+d}", (k, "s3")))
+            t.append(template(f"s4{k:+d}", (k, "s4")))
+            t.append(template(f"p3{k:+d}", (k, "p3")))
+        t.append(template("w-2,w-1", (-2, "lower"), (-1, "lower")))
+        t.append(template("w+1,w+2", (1, "lower"), (2, "lower")))
+        t.append(template("w-1,w+1", (-1, "lower"), (1, "lower")))
+        t.append(template("sh0,w-1", (0, "short_shape"), (-1, "lower")))
+        t.append(template("sh0,w+1", (0, "short_shape"), (1, "lower")))
     return t
 
 

@@ -61,7 +61,8 @@ def chunker_features(pos: bool = True, history: int = 2, history_features: bool 
 
 @registry.misc("spacy-structperc.ner_features.v1")
 def ner_features(pos: bool = True, window: int = 2, affixes: int = 4, clusters: bool = False,
-                 history: int = 1, latent: str = "all", label_level: bool = False) -> List[dict]:
+                 history: int = 1, latent: str = "all", label_level: bool = False,
+                 context: bool = False) -> List[dict]:
     """Word, POS, orthography, affix and latent-state templates for NER (sun2009 Table 1).
 
     pos: read token.tag_; false works from words alone. history: 1 = latent-state bigrams
@@ -69,8 +70,9 @@ def ner_features(pos: bool = True, window: int = 2, affixes: int = 4, clusters: 
     clusters: add Brown-cluster features from spacy-lookups-data (saved with the model).
     latent: node templates conjoined with the latent state: "all" (sun2009), "core" or "none".
     label_level: add label-level copies of every node template, shared by a label's states.
+    context: add neighbours' affixes and more word bigrams.
     """
-    return ner_templates(pos, window, affixes, clusters, history, latent, label_level)
+    return ner_templates(pos, window, affixes, clusters, history, latent, label_level, context)
 
 
 @registry.callbacks("spacy-structperc.epoch_hook.v1")
