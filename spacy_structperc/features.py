@@ -272,17 +272,10 @@ def tagger_templates(history: int = 2, history_words: bool = True, window: int =
     return t
 
 
-def chunker_templates(pos: bool = True, history: int = 2, history_features: bool = True,
-                      window: int = 2, affixes: bool = False) -> List[dict]:
-    """Chunking templates after Sha & Pereira (2003) as used by Tsuruoka et al. (2009, 2011).
-
-    Words w-2..w+2, w-1w0, w0w+1; POS p-2..p+2, p-2p-1, p-1p0, p0p+1, p+1p+2, p-2p-1p0,
-    p-1p0p+1, p0p+1p+2; chunk-tag history t-1, t-2t-1 (history = 2), and t-1 conjoined with
-    w0 and p0 (history_features). pos = false chunks from words alone (no token.tag_ needed);
-    affixes adds suffix and shape features, which help most then.
-    """
-    t = [template("bias", (0, "bias"))]
-    t.append(template("w0", (0, "lower")))
+def _word_and_pos_window(window: int, pos: bool) -> List[dict]:
+    """Sha & Pereira's (2003) words and POS tags in a window, shared by the chunker and NER:
+    w0, w-k..w+k, w-1w0, w0w+1; with pos, p0, p-k..p+k and the POS bigrams and trigrams."""
+    t = [template("w0", (0, "lower"))]
     for k in range(1, window + 1):
         t.append(template(f"w-{k}", (-k, "lower")))
         t.append(template(f"w+{k}", (k, "lower")))
@@ -300,6 +293,20 @@ def chunker_templates(pos: bool = True, history: int = 2, history_features: bool
         t.append(template("p-2,p-1,p0", (-2, "tag"), (-1, "tag"), (0, "tag")))
         t.append(template("p-1,p0,p+1", (-1, "tag"), (0, "tag"), (1, "tag")))
         t.append(template("p0,p+1,p+2", (0, "tag"), (1, "tag"), (2, "tag")))
+    return t
+
+
+def chunker_templates(pos: bool = True, history: int = 2, history_features: bool = True,
+                      window: int = 2, affixes: bool = False) -> List[dict]:
+    """Chunking templates after Sha & Pereira (2003) as used by Tsuruoka et al. (2009, 2011).
+
+    Words w-2..w+2, w-1w0, w0w+1; POS p-2..p+2, p-2p-1, p-1p0, p0p+1, p+1p+2, p-2p-1p0,
+    p-1p0p+1, p0p+1p+2; chunk-tag history t-1, t-2t-1 (history = 2), and t-1 conjoined with
+    w0 and p0 (history_features). pos = false chunks from words alone (no token.tag_ needed);
+    affixes adds suffix and shape features, which help most then.
+    """
+    t = [template("bias", (0, "bias"))]
+    t.extend(_word_and_pos_window(window, pos))
     if affixes:
         for k in (1, 2, 3, 4):
             t.append(template(f"s{k}", (0, f"s{k}")))
@@ -358,24 +365,7 @@ def ner_templates(pos: bool = True, window: int = 2, affixes: int = 4, clusters:
 def _ner_node_templates(pos: bool, window: int, affixes: int, clusters: bool, context: bool) -> List[dict]:
     t = [template("bias", (0, "bias"))]
     t.append(template("o0", (0, "orth")))
-    t.append(template("w0", (0, "lower")))
-    for k in range(1, window + 1):
-        t.append(template(f"w-{k}", (-k, "lower")))
-        t.append(template(f"w+{k}", (k, "lower")))
-    t.append(template("w-1,w0", (-1, "lower"), (0, "lower")))
-    t.append(template("w0,w+1", (0, "lower"), (1, "lower")))
-    if pos:
-        t.append(template("p0", (0, "tag")))
-        for k in range(1, window + 1):
-            t.append(template(f"p-{k}", (-k, "tag")))
-            t.append(template(f"p+{k}", (k, "tag")))
-        t.append(template("p-2,p-1", (-2, "tag"), (-1, "tag")))
-        t.append(template("p-1,p0", (-1, "tag"), (0, "tag")))
-        t.append(template("p0,p+1", (0, "tag"), (1, "tag")))
-        t.append(template("p+1,p+2", (1, "tag"), (2, "tag")))
-        t.append(template("p-2,p-1,p0", (-2, "tag"), (-1, "tag"), (0, "tag")))
-        t.append(template("p-1,p0,p+1", (-1, "tag"), (0, "tag"), (1, "tag")))
-        t.append(template("p0,p+1,p+2", (0, "tag"), (1, "tag"), (2, "tag")))
+    t.extend(_word_and_pos_window(window, pos))
     # Orthography mode: the word's shape (Xxxx, dd-dd, ...).
     t.append(template("sh0", (0, "shape")))
     for k in range(1, window + 1):

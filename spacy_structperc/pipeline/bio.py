@@ -9,6 +9,28 @@ import numpy
 from ..errors import Errors
 
 
+class BIOLabels:
+    """Label handling of the span finders (chunker, NER): labels are span types, encoded as
+    O / B-X / I-X classes; `span_kind` names them in errors ("chunk type", "entity type")."""
+
+    span_kind = "span type"
+
+    @property
+    def class_names(self) -> List[str]:
+        return bio_class_names(self.labels)
+
+    def _check_label(self, label: str) -> None:
+        if not label.strip():
+            raise ValueError(Errors.S012.format(setting="label", name=self.name, value=label,
+                                                requirement=f"a non-empty {self.span_kind}"))
+
+    def _labels_changed(self) -> None:
+        super()._labels_changed()
+        self._type_of = {label: k for k, label in enumerate(self.labels)}
+        self._label_hashes = [self.vocab.strings.add(label) for label in self.labels]
+        self._type_by_hash = {h: k for k, h in enumerate(self._label_hashes)}
+
+
 def n_bio_classes(n_types: int) -> int:
     return 1 + 2 * n_types
 

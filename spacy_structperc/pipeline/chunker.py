@@ -15,15 +15,15 @@ from spacy.vocab import Vocab
 
 from ..errors import Errors
 from ..model import PerceptronModel
-from .bio import (bio_class_names, bio_transitions, classes_to_chunks, n_bio_classes,
-                  spans_to_classes)
+from .bio import BIOLabels, bio_transitions, classes_to_chunks, n_bio_classes, spans_to_classes
 from .sequence import SequenceLabeller
 
 
-class StructuredChunker(SequenceLabeller):
+class StructuredChunker(BIOLabels, SequenceLabeller):
     """Finds non-overlapping chunks and writes them to doc.spans[spans_key]."""
 
     factory_name = "structperc_chunker"
+    span_kind = "chunk type"
 
     def __init__(self, vocab: Vocab, model: PerceptronModel, name: str = "chunker", *,
                  spans_key: str = "chunks", decoder: str = "greedy", lookahead_depth: int = 0,
@@ -44,19 +44,6 @@ class StructuredChunker(SequenceLabeller):
     def n_classes(self) -> int:
         return n_bio_classes(len(self.labels))
 
-    @property
-    def class_names(self) -> List[str]:
-        return bio_class_names(self.labels)
-
-    def _check_label(self, label: str) -> None:
-        if not label.strip():
-            raise ValueError(Errors.S012.format(setting="label", name=self.name, value=label,
-                                                requirement="a non-empty chunk type"))
-
-    def _labels_changed(self) -> None:
-        super()._labels_changed()
-        self._type_of = {label: k for k, label in enumerate(self.labels)}
-        self._label_hashes = [self.vocab.strings.add(label) for label in self.labels]
 
     def _transitions(self) -> numpy.ndarray:
         """I-X only after B-X or I-X (and never first)."""

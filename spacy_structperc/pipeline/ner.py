@@ -29,16 +29,17 @@ from spacy.vocab import Vocab
 from .._core import viterbi
 from ..errors import Errors, Warnings, warn
 from ..model import PerceptronModel
-from .bio import bio_class_names, bio_transitions, classes_to_chunks, latent_transitions, n_bio_classes
+from .bio import BIOLabels, bio_transitions, classes_to_chunks, latent_transitions, n_bio_classes
 from .sequence import SequenceLabeller
 
 IOB_I, IOB_O, IOB_B = 1, 2, 3   # spaCy's token.ent_iob codes; 0 = no annotation
 
 
-class LatentEntityRecognizer(SequenceLabeller):
+class LatentEntityRecognizer(BIOLabels, SequenceLabeller):
     """Finds non-overlapping named entities and writes them to doc.ents."""
 
     factory_name = "structperc_ner"
+    span_kind = "entity type"
 
     def __init__(self, vocab: Vocab, model: PerceptronModel, name: str = "ner", *, n_latent: int = 4,
                  order: int = 1, reset_every: int = 4, init_scale: float = 0.01, seed: int = 0,
@@ -72,21 +73,6 @@ class LatentEntityRecognizer(SequenceLabeller):
     def n_classes(self) -> int:
         """Weight columns: n_latent sub-states for each of O, B-X, I-X."""
         return n_bio_classes(len(self.labels)) * self.n_latent
-
-    @property
-    def class_names(self) -> List[str]:
-        return bio_class_names(self.labels)
-
-    def _check_label(self, label: str) -> None:
-        if not label.strip():
-            raise ValueError(Errors.S012.format(setting="label", name=self.name, value=label,
-                                                requirement="a non-empty entity type"))
-
-    def _labels_changed(self) -> None:
-        super()._labels_changed()
-        self._type_of = {label: k for k, label in enumerate(self.labels)}
-        self._type_by_hash = {self.vocab.strings.add(label): k for k, label in enumerate(self.labels)}
-        self._label_hashes = [self.vocab.strings.add(label) for label in self.labels]
 
     def _transitions(self) -> numpy.ndarray:
         return latent_transitions(bio_transitions(len(self.labels)), self.n_latent)
