@@ -5,7 +5,9 @@ For every asset (not marked `extra`) of project.yml, in this order:
 2. a LOCAL_DIR holds a file with the same name: it is checked against the checksum and copied;
 3. otherwise the asset's `url` (a URL or a local path) is fetched the way `spacy project assets`
    fetches it, and checked.
-A file with the wrong checksum is never left in place, and the script exits non-zero.
+A file with the wrong checksum is never left in place, and the script exits non-zero. A
+downloaded `.gz` is decompressed first: the checksum is that of the file itself (CoNLL-2000 is
+published gzipped), so `spacy project assets` cannot check those; use the project's commands.
 
     python scripts/fetch_assets.py LOCAL_DIR [LOCAL_DIR ...] [--only DEST_PREFIX ...] [--vars.NAME VALUE ...]
 
@@ -14,6 +16,7 @@ A file with the wrong checksum is never left in place, and the script exits non-
 `--vars.*` overrides are applied to project.yml as `spacy project run` applies them, so the
 `assets` command of project.yml forwards its URL variables here.
 """
+import gzip
 import hashlib
 import shutil
 import sys
@@ -48,6 +51,12 @@ def place(asset: dict, local_dirs) -> str:
         source = asset["url"]
         tmp.unlink(missing_ok=True)
         download_file(source, tmp)
+        if source.endswith(".gz"):
+            packed = tmp.with_name(tmp.name + ".gz")
+            tmp.replace(packed)
+            with gzip.open(packed, "rb") as src, tmp.open("wb") as dst:
+                shutil.copyfileobj(src, dst)
+            packed.unlink()
     else:
         raise RuntimeError(f"no local copy at {local} and no url for {asset['dest']}")
     found = md5(tmp)
