@@ -88,6 +88,10 @@ cdef double _viterbi2(TagSystem system, int* out) except? -1:
     cdef class_t hist[MAX_HIST]
     cdef int i, p, pp, c, k, best_p, best_c
     cdef double v, best, prev_score
+    cdef double* d
+    cdef int* b
+    cdef const unsigned char* trans
+    cdef const unsigned char* pos_mask
     cdef const weight_t* static
     cdef const weight_t* h
     if delta == NULL or back == NULL or hs == NULL:
@@ -101,9 +105,14 @@ cdef double _viterbi2(TagSystem system, int* out) except? -1:
             back[k] = -1
         for i in range(n):
             static = system.static_row(i)
+            pos_mask = &system.allowed[i * m] if system.allowed != NULL else NULL
             for p in range(M):
                 if (i == 0) != (p == m):
                     continue
+                d = &delta[(i * M + p) * m]
+                b = &back[(i * M + p) * m]
+                # p == m (before the start) uses row m of the constraints, the start row.
+                trans = &system.allowed_trans[p * m] if system.allowed_trans != NULL else NULL
                 for pp in range(M):
                     if i <= 1 and pp != m:
                         continue
@@ -120,12 +129,19 @@ cdef double _viterbi2(TagSystem system, int* out) except? -1:
                     system.history_scores(i, hist, hs)
                     h = hs
                     for c in range(m):
-                        if not system.is_allowed(i, p if p < m else -1, c):
+                        if trans != NULL and not trans[c]:
                             continue
-                        v = prev_score + h[c] + static[c]
-                        if v > delta[(i * M + p) * m + c]:
-                            delta[(i * M + p) * m + c] = v
-                            back[(i * M + p) * m + c] = pp
+                        v = prev_score + h[c]
+                        if v > d[c]:
+                            d[c] = v
+                            b[c] = pp
+                # The static scores and the position mask do not depend on pp: once per (i, p).
+                for c in range(m):
+                    if pos_mask != NULL and not pos_mask[c]:
+                        d[c] = -INFINITY
+                        b[c] = -1
+                    elif d[c] != -INFINITY:
+                        d[c] += static[c]
         best = -INFINITY
         best_p = best_c = -1
         if n > 0:
