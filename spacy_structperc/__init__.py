@@ -2,7 +2,8 @@
 from .about import __version__
 from .model import PerceptronModel
 from .pipeline.chunker import StructuredChunker
+from .pipeline.parser import StructuredParser
 from .pipeline.tagger import StructuredTagger
 from . import factories  # noqa: F401  (registers the factories)
 
-__all__ = ["__version__", "PerceptronModel", "StructuredChunker", "StructuredTagger"]
+__all__ = ["__version__", "PerceptronModel", "StructuredChunker", "StructuredParser", "StructuredTagger"]

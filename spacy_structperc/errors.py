@@ -44,6 +44,15 @@ class Errors(metaclass=ErrorsWithCodes):
     S016 = "Unknown part {part!r} of the CoNLL-2000 reader; expected one of {options}."
     S017 = "heldout must be an integer >= 0; got {value!r}."
     S018 = "The CoNLL-2000 reader has no path; set it in [paths] (e.g. --paths.train)."
+    # S100-S119: structperc_parser.
+    S100 = ("The gold parse of a training example for component '{name}' has a cycle (tokens "
+            "{tokens}: {words}). A dependency tree must lead from every token to a root; fix the "
+            "heads in the corpus, or drop the example.")
+    S101 = ("Gold dependency label '{label}' is not one of the labels of component '{name}', and "
+            "there is no 'dep' label to back it off to. Re-run initialize on data that contains "
+            "it, or pass a label set that includes it (spacy init labels).")
+    S102 = ("Component '{name}' got labels to initialize with that include the reserved root "
+            "label '{label}'. The root is not an arc label: leave it out of the label list.")
 
 
 class Warnings(metaclass=ErrorsWithCodes):

@@ -6,7 +6,9 @@ from thinc.api import Config
 
 from . import registry as _registry  # noqa: F401  (registers architectures, features, scorers)
 from .model import PerceptronModel
+from .parser_model import ParserModel
 from .pipeline.chunker import StructuredChunker
+from .pipeline.parser import StructuredParser
 from .pipeline.tagger import StructuredTagger
 
 DEFAULT_TAGGER_MODEL = Config().from_str("""
@@ -84,3 +86,47 @@ def make_chunker(nlp: Language, name: str, model: PerceptronModel, spans_key: st
     return StructuredChunker(nlp.vocab, model, name, spans_key=spans_key, decoder=decoder,
                              lookahead_depth=lookahead_depth, order=order, beam_width=beam_width,
                              update=update, margin=margin, direction=direction, scorer=scorer)
+
+
+DEFAULT_PARSER_MODEL = Config().from_str("""
+[model]
+@architectures = "spacy-structperc.ParserPerceptron.v1"
+n_buckets = 2097152
+
+[model.features]
+@misc = "spacy-structperc.parser_features.v1"
+word = "lower"
+third_order = true
+valency = true
+distance = true
+queue = 3
+clusters = false
+""")["model"]
+
+
+@Language.factory(
+    "structperc_parser",
+    assigns=["token.dep", "token.head", "token.is_sent_start", "doc.sents"],
+    requires=["token.tag"],
+    default_config={
+        "model": DEFAULT_PARSER_MODEL,
+        "decoder": "greedy",
+        "lookahead_depth": 1,
+        "label_candidates": 1,
+        "beam_width": 8,
+        "update": "max-violation",
+        "margin": 0.0,
+        "min_label_freq": 10,
+        "root_label": "ROOT",
+        "scorer": {"@scorers": "spacy.parser_scorer.v1"},
+    },
+    default_score_weights={"dep_uas": 0.5, "dep_las": 0.5, "dep_las_per_type": None,
+                           "sents_p": None, "sents_r": None, "sents_f": 0.0},
+)
+def make_parser(nlp: Language, name: str, model: ParserModel, decoder: str, lookahead_depth: int,
+                label_candidates: int, beam_width: int, update: str, margin: float,
+                min_label_freq: int, root_label: str, scorer: Optional[Callable]) -> StructuredParser:
+    return StructuredParser(nlp.vocab, model, name, decoder=decoder, lookahead_depth=lookahead_depth,
+                            label_candidates=label_candidates, beam_width=beam_width, update=update,
+                            margin=margin, min_label_freq=min_label_freq, root_label=root_label,
+                            scorer=scorer)
