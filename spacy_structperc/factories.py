@@ -117,6 +117,7 @@ clusters = false
         "update": "max-violation",
         "margin": 0.0,
         "min_label_freq": 10,
+        "min_feature_freq": 2,
         "root_label": "ROOT",
         "scorer": {"@scorers": "spacy.parser_scorer.v1"},
     },
@@ -125,8 +126,10 @@ clusters = false
 )
 def make_parser(nlp: Language, name: str, model: ParserModel, decoder: str, lookahead_depth: int,
                 label_candidates: int, beam_width: int, update: str, margin: float,
-                min_label_freq: int, root_label: str, scorer: Optional[Callable]) -> StructuredParser:
+                min_label_freq: int, min_feature_freq: int, root_label: str,
+                scorer: Optional[Callable]) -> StructuredParser:
     return StructuredParser(nlp.vocab, model, name, decoder=decoder, lookahead_depth=lookahead_depth,
                             label_candidates=label_candidates, beam_width=beam_width, update=update,
-                            margin=margin, min_label_freq=min_label_freq, root_label=root_label,
+                            margin=margin, min_label_freq=min_label_freq,
+                            min_feature_freq=min_feature_freq, root_label=root_label,
                             scorer=scorer)

@@ -53,6 +53,9 @@ cdef class ArcStandardSystem(TransitionSystem):
     cdef readonly int label_candidates
     cdef readonly bint allow_break
     cdef readonly bint has_gold
+    cdef object _allowed
+    cdef const hash_t* allowed     # sorted keys updates may touch; NULL: all
+    cdef Py_ssize_t n_allowed
     cdef object _atoms, _gold_heads, _gold_labels, _gold_kids
     cdef const atom_t* atoms
     cdef int n_cols
@@ -63,5 +66,6 @@ cdef class ArcStandardSystem(TransitionSystem):
 
     cdef int* arr(self, const void* state, int k) noexcept nogil
     cdef void resolve(self, const void* state, int* tok) noexcept nogil
+    cdef int extract(self, const void* state, hash_t* keys) noexcept nogil
     cdef bint is_valid(self, const void* state, int action) noexcept nogil
     cdef void prune(self, weight_t* scores, int start, int keep) noexcept nogil

@@ -102,6 +102,17 @@ cdef inline int _dist_bucket(int d) noexcept nogil:
     return 6
 
 
+cdef inline bint _contains(const hash_t* keys, Py_ssize_t n, hash_t key) noexcept nogil:
+    cdef Py_ssize_t lo = 0, hi = n, mid
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if keys[mid] < key:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo < n and keys[lo] == key
+
+
 cdef class ArcStandardSystem(TransitionSystem):
     """Labelled arc-standard transitions over one bound span (a sentence, or a whole Doc)."""
 
@@ -258,6 +269,18 @@ cdef class ArcStandardSystem(TransitionSystem):
             tok[ADDR_DIST] = -1
 
     cdef int features(self, const void* state, hash_t* keys) noexcept nogil:
+        # The keys updates are made on: with an allowed set (see set_allowed_keys), only those.
+        cdef int n = self.extract(state, keys)
+        cdef int i, m = 0
+        if self.allowed == NULL:
+            return n
+        for i in range(n):
+            if _contains(self.allowed, self.n_allowed, keys[i]):
+                keys[m] = keys[i]
+                m += 1
+        return m
+
+    cdef int extract(self, const void* state, hash_t* keys) noexcept nogil:
         cdef int tok[N_ADDR]
         cdef int t, p, i, attr, n = 0
         cdef hash_t h, value
@@ -298,7 +321,7 @@ cdef class ArcStandardSystem(TransitionSystem):
         cdef int a, n, g, L = self.n_labels
         cdef weight_t keep_gold = 0
         memset(scores, 0, self.n_actions * sizeof(weight_t))
-        n = self.features(state, self._keys)
+        n = self.extract(state, self._keys)
         self.weights.add_rows(self._keys, n, scores)
         cdef const ParseStateC* st = <const ParseStateC*>state
         if not self.is_valid(state, SHIFT):
@@ -367,6 +390,43 @@ cdef class ArcStandardSystem(TransitionSystem):
         return 2 * self.n_tokens - 1 if self.n_tokens else 0
 
     # Python helpers ----------------------------------------------------------------------------
+
+    def set_allowed_keys(self, keys):
+        """Restrict updates to `keys` (None: no restriction). With the keys seen at least twice
+        in the gold derivations of the training data (ZPar's features from gold configurations,
+        with a count cut-off), the weight table stays about half the size it otherwise reaches:
+        most features of wrong predicted paths are never seen again."""
+        if keys is None:
+            self._allowed = None
+            self.allowed = NULL
+            self.n_allowed = 0
+            return
+        arr = numpy.unique(numpy.asarray(keys, dtype=numpy.uint64))
+        if len(arr) == 0:
+            arr = numpy.zeros((1,), dtype=numpy.uint64)   # allows nothing (keys are never 0)
+        self._allowed = arr
+        cdef const hash_t[::1] view = arr
+        self.allowed = &view[0]
+        self.n_allowed = arr.shape[0]
+
+    def oracle_keys(self):
+        """The feature keys of every state on the oracle path (empty if it cannot be followed)."""
+        if not self.has_gold or self.n_tokens == 0:
+            return numpy.zeros((0,), dtype=numpy.uint64)
+        buf = bytearray(self.state_size)
+        cdef char* s = buf
+        out = numpy.zeros((self.max_steps() * self.max_features,), dtype=numpy.uint64)
+        cdef hash_t[::1] o = out
+        cdef int a, n = 0
+        with nogil:
+            self.init_state(s)
+            while not self.is_final(s):
+                a = self.gold_action(s)
+                if a < 0 or not self.is_valid(s, a):
+                    break
+                n += self.extract(s, &o[n])
+                self.transition(s, a)
+        return out[:n]
 
     def oracle_path(self):
         """The static oracle's actions for the bound gold tree, or None if it cannot reach it

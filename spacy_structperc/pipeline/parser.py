@@ -45,12 +45,14 @@ class StructuredParser(PerceptronPipe):
     def __init__(self, vocab: Vocab, model: ParserModel, name: str = "parser", *,
                  decoder: str = "greedy", lookahead_depth: int = 1, label_candidates: int = 1,
                  beam_width: int = 8, update: str = "max-violation", margin: float = 0.0,
-                 min_label_freq: int = 10, root_label: str = "ROOT", scorer=None):
+                 min_label_freq: int = 10, min_feature_freq: int = 2, root_label: str = "ROOT",
+                 scorer=None):
         _choice(name, "decoder", decoder, DECODERS)
         _choice(name, "update", update, beam.UPDATE_METHODS)
         for setting, value, low in (("lookahead_depth", lookahead_depth, 0), ("beam_width", beam_width, 1),
                                     ("label_candidates", label_candidates, 0),
-                                    ("min_label_freq", min_label_freq, 0)):
+                                    ("min_label_freq", min_label_freq, 0),
+                                    ("min_feature_freq", min_feature_freq, 0)):
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
                 raise ValueError(Errors.S012.format(setting=setting, name=name, value=value,
                                                     requirement=f"an integer >= {low}"))
@@ -60,10 +62,12 @@ class StructuredParser(PerceptronPipe):
             raise ValueError(Errors.S012.format(setting="root_label", name=name, value=root_label,
                                                 requirement="a non-empty string"))
         self._system: Optional[ArcStandardSystem] = None
+        self._allowed_keys: Optional[numpy.ndarray] = None
         super().__init__(vocab, model, name, scorer=scorer, decoder=decoder,
                          lookahead_depth=lookahead_depth, label_candidates=label_candidates,
                          beam_width=beam_width, update=update, margin=float(margin),
-                         min_label_freq=min_label_freq, root_label=root_label)
+                         min_label_freq=min_label_freq, min_feature_freq=min_feature_freq,
+                         root_label=root_label)
         self._labels_changed()
 
     # Labels ------------------------------------------------------------------------------------
@@ -134,6 +138,38 @@ class StructuredParser(PerceptronPipe):
                     kept.append(BACKOFF_LABEL)
             labels = sorted(set(kept))
         self._init_labels(get_examples, labels, lambda eg: (), "dep", nlp)
+        self._allowed_keys = None
+        if self.cfg["min_feature_freq"] > 1:
+            self._allowed_keys = self._gold_features(get_examples, self.cfg["min_feature_freq"])
+        self._system = None
+
+    def _gold_features(self, get_examples, min_freq: int) -> numpy.ndarray:
+        """Feature keys seen at least `min_freq` times along the oracle derivations of the
+        training trees, read with the reference's tags (the tagger may not be trained yet)."""
+        system = self.system
+        chunks, pending = [], []
+        for eg in get_examples():
+            if not len(eg.reference) or not self.same_tokens(eg):
+                continue
+            heads, deps = projective_gold(eg, self.name)
+            gold_heads, gold_labels = self._gold(eg, 0, len(eg.reference), heads, deps)
+            system.set_sentence(self.model.atoms(eg.reference), gold_heads, gold_labels, True)
+            pending.append(system.oracle_keys())
+            if len(pending) >= 500:
+                chunks.append(self._count(pending))
+                pending = []
+        chunks.append(self._count(pending))
+        keys = numpy.concatenate([k for k, _ in chunks])
+        counts = numpy.concatenate([c for _, c in chunks])
+        keys, inverse = numpy.unique(keys, return_inverse=True)
+        totals = numpy.bincount(inverse, weights=counts)
+        return keys[totals >= min_freq]
+
+    @staticmethod
+    def _count(arrays):
+        if not arrays:
+            return numpy.zeros((0,), dtype=numpy.uint64), numpy.zeros((0,), dtype=numpy.int64)
+        return numpy.unique(numpy.concatenate(arrays), return_counts=True)
 
     def _count_labels(self, get_examples) -> Counter:
         counts: Counter = Counter()
@@ -154,6 +190,7 @@ class StructuredParser(PerceptronPipe):
                 self._system.n_actions != weights.n_classes:
             self._system = ArcStandardSystem(self.model.templates, weights, len(self.cfg["labels"]),
                                              self.cfg["label_candidates"])
+            self._system.set_allowed_keys(self._allowed_keys)
         return self._system
 
     @staticmethod
