@@ -58,7 +58,8 @@ def examples(nlp, data=TRAIN_DATA):
 
 def make_nlp(config=None):
     nlp = spacy.blank("en")
-    parser = nlp.add_pipe("structperc_parser", config={"min_label_freq": 1, **(config or {})})
+    parser = nlp.add_pipe("structperc_parser", config={"min_label_freq": 1, "min_feature_freq": 1,
+                                                          **(config or {})})
     return nlp, parser
 
 
@@ -240,6 +241,18 @@ def test_rare_labels_are_backed_off():
     assert "cop" not in parser.labels and not any("||" in l for l in parser.label_data)
 
 
+def test_min_feature_freq_keeps_updates_to_features_of_repeated_gold_configurations():
+    rows = {}
+    for min_freq in (1, 2):
+        nlp, parser = train({"min_feature_freq": min_freq}, epochs=3)
+        rows[min_freq] = parser.model.weights.n_rows
+        if min_freq == 2:
+            allowed = set(parser._allowed_keys.tolist())
+            keys, _ = parser.model.weights.to_arrays(averaged=False, prune=False)
+            assert set(keys.tolist()) <= allowed
+    assert 0 < rows[2] < rows[1]
+
+
 # Bad input ----------------------------------------------------------------------------------------
 
 def test_cyclic_gold_tree_raises_coded_error():
@@ -352,7 +365,8 @@ def test_spacy_train_cli_on_tiny_corpus(tmp_path):
     cmd = ["train", str(REPO_ROOT / "configs" / "parser.cfg"), "--output", str(tmp_path / "out"),
            "--paths.train", str(tmp_path / "train.spacy"), "--paths.dev", str(tmp_path / "dev.spacy"),
            "--training.max_epochs", "40", "--training.eval_frequency", "10",
-           "--components.parser.min_label_freq", "1", "--components.tagger.model.features.clusters", "false",
+           "--components.parser.min_label_freq", "1", "--components.parser.min_feature_freq", "1",
+           "--components.tagger.model.features.clusters", "false",
            "--components.tagger.model.features.lexicon", "false"]
     result = subprocess.run([sys.executable, "-m", "spacy", *cmd], cwd=tmp_path, capture_output=True,
                             text=True, timeout=300)
