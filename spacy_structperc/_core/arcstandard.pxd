@@ -1,3 +1,4 @@
+from libc.stdint cimport int64_t
 from .typedefs cimport hash_t, atom_t, weight_t
 from .templates cimport MAX_PARTS
 from .transition cimport TransitionSystem
@@ -63,6 +64,11 @@ cdef class ArcStandardSystem(TransitionSystem):
     cdef const int* gold_labels    # per token: label id, -1 unknown
     cdef const int* gold_kids      # per token: number of gold dependents
     cdef hash_t* _keys
+    # Scores by feature signature: the state a decision moves to was scored as a child in the
+    # lookahead of that decision, so it is looked up, not recomputed (valid for one version).
+    cdef hash_t* cache_sig
+    cdef int64_t* cache_version
+    cdef weight_t* cache_scores
 
     cdef int* arr(self, const void* state, int k) noexcept nogil
     cdef void resolve(self, const void* state, int* tok) noexcept nogil

@@ -53,6 +53,7 @@ cdef enum:
     N_ARRAYS
 
 cdef hash_t NONE_VALUE = 0x6a09e667f3bcc909ULL
+DEF CACHE_SIZE = 256
 
 
 cdef class ParseTemplates:
@@ -133,12 +134,20 @@ cdef class ArcStandardSystem(TransitionSystem):
         self.max_features = templates.n + 1
         self.n_cols = len(templates.atom_names)
         self._keys = <hash_t*>calloc(self.max_features, sizeof(hash_t))
-        if self._keys == NULL:
+        self.cache_sig = <hash_t*>calloc(CACHE_SIZE, sizeof(hash_t))
+        self.cache_version = <int64_t*>calloc(CACHE_SIZE, sizeof(int64_t))
+        self.cache_scores = <weight_t*>calloc(CACHE_SIZE * self.n_actions, sizeof(weight_t))
+        if not (self._keys and self.cache_sig and self.cache_version and self.cache_scores):
             raise MemoryError()
+        for i in range(CACHE_SIZE):
+            self.cache_version[i] = -1
         self.set_sentence(numpy.zeros((0, self.n_cols), dtype=numpy.uint64))
 
     def __dealloc__(self):
         free(self._keys)
+        free(self.cache_sig)
+        free(self.cache_version)
+        free(self.cache_scores)
 
     def set_sentence(self, atoms, heads=None, labels=None, bint allow_break=False):
         """Bind a span: atoms (n, n_cols) uint64; gold heads (index in the span, -1 for a root,
@@ -320,9 +329,20 @@ cdef class ArcStandardSystem(TransitionSystem):
     cdef void score(self, const void* state, weight_t* scores) noexcept nogil:
         cdef int a, n, g, L = self.n_labels
         cdef weight_t keep_gold = 0
-        memset(scores, 0, self.n_actions * sizeof(weight_t))
+        cdef hash_t sig = 0x84222325cbf29ce4ULL
+        cdef int slot
         n = self.extract(state, self._keys)
-        self.weights.add_rows(self._keys, n, scores)
+        for a in range(n):
+            sig = hash_combine(sig, self._keys[a])
+        slot = <int>(sig & (CACHE_SIZE - 1))
+        if self.cache_sig[slot] == sig and self.cache_version[slot] == self.weights.version:
+            memcpy(scores, &self.cache_scores[slot * self.n_actions], self.n_actions * sizeof(weight_t))
+        else:
+            memset(scores, 0, self.n_actions * sizeof(weight_t))
+            self.weights.add_rows(self._keys, n, scores)
+            memcpy(&self.cache_scores[slot * self.n_actions], scores, self.n_actions * sizeof(weight_t))
+            self.cache_sig[slot] = sig
+            self.cache_version[slot] = self.weights.version
         cdef const ParseStateC* st = <const ParseStateC*>state
         if not self.is_valid(state, SHIFT):
             scores[SHIFT] = -INFINITY
