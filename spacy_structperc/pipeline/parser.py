@@ -15,6 +15,12 @@ data: gold heads that cross a sentence boundary of the predicted Doc, or point a
 not align, are treated as missing (the oracle stops there and the rest of that sentence is
 followed, not learned); a sentence with several gold roots but fixed boundaries is learned up to
 the point where its roots would have to be joined; cycles raise S100.
+
+Tags. The features read `token.tag_`. At prediction time a Doc without tags raises S009. In
+training, an Example whose predicted Doc has no tags but the gold tokens is read with the
+reference's tags, so a parser trained alone on a corpus with gold tags works; put a tagger before
+it (and in `[training] annotating_components`) to train on predicted tags, as configs/parser.cfg
+does.
 """
 from collections import Counter
 from typing import Dict, Iterable, List, Optional, Tuple
@@ -260,6 +266,16 @@ class StructuredParser(PerceptronPipe):
                     gold_labels[k] = self._label_id(d)
         return gold_heads, gold_labels
 
+    def _training_atoms(self, eg: Example) -> numpy.ndarray:
+        """Atoms of eg.predicted; if it lacks an annotation the features read (no tagger runs
+        before the parser in training) and the tokens are the gold ones, the reference's."""
+        try:
+            return self.model.atoms(eg.predicted)
+        except ValueError:
+            if not self.same_tokens(eg):
+                raise
+            return self.model.atoms(eg.reference)
+
     def update(self, examples: Iterable[Example], *, drop: float = 0.0, sgd=None,
                losses: Optional[Dict[str, float]] = None) -> Dict[str, float]:
         """One online perceptron pass over the examples.
@@ -283,7 +299,7 @@ class StructuredParser(PerceptronPipe):
             doc = eg.predicted
             if len(doc):
                 heads, deps = projective_gold(eg, self.name)
-                atoms = self.model.atoms(doc)
+                atoms = self._training_atoms(eg)
                 spans, allow_break = self._spans(doc)
                 for start, end in spans:
                     gold_heads, gold_labels = self._gold(eg, start, end, heads, deps)

@@ -314,6 +314,18 @@ def test_gold_heads_across_predicted_sentence_boundaries_are_missing():
     assert_tree(nlp(Doc(nlp.vocab, words=words, tags=tags, sent_starts=[True, False, True, False, False])))
 
 
+def test_training_without_predicted_tags_reads_the_gold_tags():
+    nlp, parser = make_nlp()
+    egs = [Example(Doc(nlp.vocab, words=eg.reference.text.split()), eg.reference)
+           for eg in examples(nlp)]
+    assert not egs[0].predicted.has_annotation("TAG")
+    nlp.initialize(lambda: egs)
+    for _ in range(40):
+        parser.update(egs)
+    words, tags, heads, deps = TRAIN_DATA[0]
+    assert [t.head.i for t in nlp(tagged(nlp, words, tags))] == heads
+
+
 def test_docs_without_tags_raise_naming_the_attribute(trained):
     with pytest.raises(ValueError, match="S009"):
         trained(Doc(trained.vocab, words=["I", "like", "eggs"]))
