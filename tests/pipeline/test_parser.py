@@ -183,8 +183,16 @@ def test_score_uses_spacys_parser_scorer(trained):
 
 def test_pipe_equals_call(trained):
     docs = [tagged(trained, w) for w in TEST_WORDS]
-    piped = [parse_of(d) for d in trained.pipe([tagged(trained, w) for w in TEST_WORDS])]
+    piped = [parse_of(d) for d in trained.pipe([tagged(trained, w) for w in TEST_WORDS], batch_size=2)]
     assert piped == [parse_of(trained(d)) for d in docs]
+
+
+@pytest.mark.slow
+def test_pipe_with_two_processes_equals_single_process(trained):
+    words = TEST_WORDS * 3
+    single = [parse_of(d) for d in trained.pipe([tagged(trained, w) for w in words])]
+    multi = [parse_of(d) for d in trained.pipe([tagged(trained, w) for w in words], n_process=2, batch_size=2)]
+    assert multi == single
 
 
 def test_to_bytes_from_bytes_and_disk_round_trip(trained, tmp_path):
