@@ -156,7 +156,7 @@ def run_spacy(paths: Dict[str, str], out_dir: str, max_steps: int, extra: Sequen
 
 
 def run_default(paths: Dict[str, str], out_dir: str, config: str, overrides: Sequence[str],
-                predict_repeats: int = 1) -> Dict[str, Any]:
+                setting: str = "default", predict_repeats: int = 1) -> Dict[str, Any]:
     import spacy
 
     import spacy_structperc  # noqa: F401
@@ -172,7 +172,7 @@ def run_default(paths: Dict[str, str], out_dir: str, config: str, overrides: Seq
     with nlp.select_pipes(disable=["tagger"]):
         gold_tag_preds = list(nlp.pipe(_tagged_copies(gold, nlp.vocab), batch_size=1000))
     metrics.update({"train_seconds": run["seconds"], "predict_wps": wps})
-    return {"metrics": metrics, "extra_rows": {"default, gold tags": _score(gold_tag_preds, gold)},
+    return {"metrics": metrics, "extra_rows": {f"{setting}, gold tags": _score(gold_tag_preds, gold)},
             "details": {"train": run, "test_tag_acc": tag_acc, "overrides": list(overrides)}}
 
 
@@ -307,8 +307,16 @@ def make_plots(results_path: Path, out_dir: Path) -> List[Path]:
             curves[(int(m.group(1)), m.group(2))] = det["dev_curve"]
     if curves:
         fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+        low = []
         for (width, update), curve in sorted(curves.items()):
             style = {"early": "-", "max-violation": "--", "standard": ":"}[update]
+            if max(p["dep_las"] for p in curve) < 0.7:   # collapsed runs would flatten the rest
+                low.append(f"beam {width}, {update}: {100 * curve[-1]['dep_las']:.1f}")
+                if update == "standard":
+                    axes[1].plot([p["epoch"] for p in curve],
+                                 [100 * p.get("invalid_share", 0) for p in curve],
+                                 marker="o", label=f"beam {width}")
+                continue
             axes[0].plot([p["epoch"] for p in curve], [100 * p["dep_las"] for p in curve], style,
                          marker="o", markersize=3, label=f"beam {width}, {update}")
             if update == "standard":
@@ -316,7 +324,10 @@ def make_plots(results_path: Path, out_dir: Path) -> List[Path]:
                              marker="o", label=f"beam {width}")
         axes[0].set_xlabel("epoch")
         axes[0].set_ylabel("dev LAS (%)")
-        axes[0].set_title("learning curves (cf. huang2012 Fig. 6)")
+        axes[0].set_title("dev LAS per epoch (cf. huang2012 Fig. 6)")
+        if low:
+            axes[0].text(0.02, 0.02, "off the scale (last epoch LAS %):\n" + "\n".join(low),
+                         transform=axes[0].transAxes, fontsize=7, va="bottom")
         axes[0].legend(fontsize=7)
         axes[0].grid(alpha=0.3)
         axes[1].set_xlabel("epoch")
@@ -376,6 +387,10 @@ def parse_args(argv=None):
     p.add_argument("--grid-epochs", type=int, default=GRID_EPOCHS)
     p.add_argument("--epochs-for", default="lookahead 3=4",
                    help="per-setting epochs, 'SETTING=N;...' (depth 3 is slow)")
+    p.add_argument("--default-config", type=Path, default=None,
+                   help="config of the 'default' part (default configs/parser.cfg)")
+    p.add_argument("--default-setting", default="default",
+                   help="setting name of the 'default' part's rows (to compare config variants)")
     p.add_argument("--spacy-max-steps", type=int, default=4000)
     p.add_argument("--tagger-model", default=None,
                    help="pipeline whose tagger tags the grid's test Docs (default: the default "
@@ -419,9 +434,10 @@ def main(argv=None) -> int:
                       "max_steps": 300 if args.quick else args.spacy_max_steps,
                       "extra": ["--training.eval_frequency", "100"] if args.quick else []}))
     if "default" in parts:
-        jobs.append((OURS, "default", DATASET, "run_default",
-                     {"paths": paths, "out_dir": str(run_dir / "default"),
-                      "config": str(C.REPO_ROOT / "configs" / "parser.cfg"),
+        jobs.append((OURS, args.default_setting, DATASET, "run_default",
+                     {"paths": paths, "out_dir": str(run_dir / C.slug(args.default_setting)),
+                      "setting": args.default_setting,
+                      "config": str(args.default_config or C.REPO_ROOT / "configs" / "parser.cfg"),
                       "overrides": gold_preproc + quick_train}))
     if "grid" in parts:
         wanted = {s.strip() for s in args.grid.split(";")} if args.grid else None

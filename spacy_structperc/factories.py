@@ -111,7 +111,7 @@ clusters = false
     default_config={
         "model": DEFAULT_PARSER_MODEL,
         "decoder": "greedy",
-        "lookahead_depth": 1,
+        "lookahead_depth": 0,
         "label_candidates": 1,
         "beam_width": 8,
         "update": "max-violation",
