@@ -39,6 +39,7 @@ METRICS: Dict[str, Tuple[str, Any]] = {
     "spans_chunks_r": ("R", lambda v: f"{100 * v:.2f}"),
     "dep_uas": ("UAS", lambda v: f"{100 * v:.2f}"),
     "dep_las": ("LAS", lambda v: f"{100 * v:.2f}"),
+    "invalid_update_share": ("invalid updates", lambda v: f"{100 * v:.1f}%"),
     "train_seconds": ("train (s)", lambda v: f"{v:,.0f}"),
     "predict_wps": ("words/s", lambda v: f"{v:,.0f}"),
     "peak_rss_mb": ("peak RSS (MB)", lambda v: f"{v:,.0f}"),

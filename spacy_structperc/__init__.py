@@ -2,7 +2,10 @@
 from .about import __version__
 from .model import PerceptronModel
 from .pipeline.chunker import StructuredChunker
+from .pipeline.ner import LatentEntityRecognizer
+from .pipeline.parser import StructuredParser
 from .pipeline.tagger import StructuredTagger
 from . import factories  # noqa: F401  (registers the factories)
 
-__all__ = ["__version__", "PerceptronModel", "StructuredChunker", "StructuredTagger"]
+__all__ = ["__version__", "PerceptronModel", "LatentEntityRecognizer", "StructuredChunker", "StructuredParser",
+           "StructuredTagger"]

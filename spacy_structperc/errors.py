@@ -60,6 +60,15 @@ class Errors(metaclass=ErrorsWithCodes):
     S040 = "Synthetic data: {setting} must be {requirement}; got {value!r}."
     S041 = ("Synthetic data: to_arrays needs sequences of one length to stack them; got lengths "
             "{lengths}. Generate them with one `length`, or use the sequences one by one.")
+    # S100-S119: structperc_parser.
+    S100 = ("The gold parse of a training example for component '{name}' has a cycle (tokens "
+            "{tokens}: {words}). A dependency tree must lead from every token to a root; fix the "
+            "heads in the corpus, or drop the example.")
+    S101 = ("Gold dependency label '{label}' is not one of the labels of component '{name}', and "
+            "there is no 'dep' label to back it off to. Re-run initialize on data that contains "
+            "it, or pass a label set that includes it (spacy init labels).")
+    S102 = ("Component '{name}' got labels to initialize with that include the reserved root "
+            "label '{label}'. The root is not an arc label: leave it out of the label list.")
 
 
 class Warnings(metaclass=ErrorsWithCodes):

@@ -6,8 +6,10 @@ from thinc.api import Config
 
 from . import registry as _registry  # noqa: F401  (registers architectures, features, scorers)
 from .model import PerceptronModel
+from .parser_model import ParserModel
 from .pipeline.chunker import StructuredChunker
 from .pipeline.ner import LatentEntityRecognizer
+from .pipeline.parser import StructuredParser
 from .pipeline.tagger import StructuredTagger
 
 DEFAULT_TAGGER_MODEL = Config().from_str("""
@@ -119,3 +121,50 @@ def make_ner(nlp: Language, name: str, model: PerceptronModel, n_latent: int, or
     return LatentEntityRecognizer(nlp.vocab, model, name, n_latent=n_latent, order=order,
                                   reset_every=reset_every, init_scale=init_scale, seed=seed,
                                   scorer=scorer)
+
+
+DEFAULT_PARSER_MODEL = Config().from_str("""
+[model]
+@architectures = "spacy-structperc.ParserPerceptron.v1"
+n_buckets = 2097152
+
+[model.features]
+@misc = "spacy-structperc.parser_features.v1"
+word = "lower"
+third_order = true
+valency = true
+distance = true
+queue = 3
+clusters = false
+""")["model"]
+
+
+@Language.factory(
+    "structperc_parser",
+    assigns=["token.dep", "token.head", "token.is_sent_start", "doc.sents"],
+    requires=["token.tag"],
+    default_config={
+        "model": DEFAULT_PARSER_MODEL,
+        "decoder": "greedy",
+        "lookahead_depth": 0,
+        "label_candidates": 1,
+        "beam_width": 8,
+        "update": "max-violation",
+        "margin": 0.0,
+        "min_label_freq": 10,
+        "min_feature_freq": 2,
+        "root_label": "ROOT",
+        "scorer": {"@scorers": "spacy.parser_scorer.v1"},
+    },
+    default_score_weights={"dep_uas": 0.5, "dep_las": 0.5, "dep_las_per_type": None,
+                           "sents_p": None, "sents_r": None, "sents_f": 0.0},
+)
+def make_parser(nlp: Language, name: str, model: ParserModel, decoder: str, lookahead_depth: int,
+                label_candidates: int, beam_width: int, update: str, margin: float,
+                min_label_freq: int, min_feature_freq: int, root_label: str,
+                scorer: Optional[Callable]) -> StructuredParser:
+    return StructuredParser(nlp.vocab, model, name, decoder=decoder, lookahead_depth=lookahead_depth,
+                            label_candidates=label_candidates, beam_width=beam_width, update=update,
+                            margin=margin, min_label_freq=min_label_freq,
+                            min_feature_freq=min_feature_freq, root_label=root_label,
+                            scorer=scorer)

@@ -15,6 +15,7 @@ from . import readers as _readers  # noqa: F401  (registers the CoNLL-2000 reade
 from . import scorers as _scorers  # noqa: F401  (registers the chunk scorer)
 from .features import chunker_templates, ner_templates, tagger_templates
 from .model import PerceptronModel
+from .parser_model import ParserModel, parser_templates
 
 
 @registry.architectures("spacy-structperc.AveragedPerceptron.v1")
@@ -95,3 +96,22 @@ def tagger_score(examples: Iterable[Example], *, attr: str = "tag", **kwargs) ->
 @registry.scorers("spacy-structperc.tagger_scorer.v1")
 def make_tagger_scorer():
     return tagger_score
+
+
+@registry.architectures("spacy-structperc.ParserPerceptron.v1")
+def build_parser_perceptron(features: List[dict], n_buckets: int = 1 << 21) -> ParserModel:
+    """Averaged perceptron weights over parser-state templates (see parser_features.v1)."""
+    return ParserModel(features, n_buckets)
+
+
+@registry.misc("spacy-structperc.parser_features.v1")
+def parser_features(word: str = "lower", third_order: bool = True, valency: bool = True,
+                    distance: bool = True, queue: int = 3, clusters: bool = False) -> List[dict]:
+    """Zhang & Nivre (2011) templates for arc-standard parsing: words and tags of s0-s2 and
+    q0-q2, children of s0 and s1 with their labels, distance and valency. Tags are read from
+    token.tag_, so an upstream tagger (or gold tags) must set them.
+
+    word: the word atom (lower or orth). third_order: second-leftmost/rightmost children.
+    queue: queue words read (2 or 3). clusters: Brown-cluster features (spacy-lookups-data).
+    """
+    return parser_templates(word, third_order, valency, distance, queue, clusters)

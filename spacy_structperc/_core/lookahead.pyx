@@ -62,6 +62,15 @@ cdef class Lookahead:
         cdef int a, child_len
         cdef double v, best = -INFINITY
         self.system.score(state, scores)
+        if depth == 1:
+            # The last level needs no successor states: its value is the best action score.
+            # (A parser state is a few kB, so the copies this saves are not free.)
+            for a in range(self.system.n_actions):
+                if scores[a] != -INFINITY and scores[a] > best:
+                    best = scores[a]
+                    self.paths[level * D1] = a
+                    path_len[0] = 1
+            return best
         for a in range(self.system.n_actions):
             if scores[a] == -INFINITY:
                 continue

@@ -1,0 +1,77 @@
+from libc.stdint cimport int64_t
+from .typedefs cimport hash_t, atom_t, weight_t
+from .templates cimport MAX_PARTS
+from .transition cimport TransitionSystem
+
+
+cdef enum:
+    # Actions: SHIFT, BREAK, then one LEFT-ARC and one RIGHT-ARC per label.
+    SHIFT = 0
+    BREAK = 1
+    N_FIXED_ACTIONS = 2
+
+cdef enum:
+    # Positions a feature can read. Children are those of the arcs built so far.
+    ADDR_S0, ADDR_S1, ADDR_S2, ADDR_Q0, ADDR_Q1, ADDR_Q2
+    ADDR_S0L, ADDR_S0R, ADDR_S0L2, ADDR_S0R2
+    ADDR_S1L, ADDR_S1R, ADDR_S1L2, ADDR_S1R2
+    ADDR_DIST    # the distance s0 - s1, bucketed; not a token
+    N_ADDR
+
+cdef enum:
+    # Structural attributes; an attribute >= 0 is a column of the atom table.
+    ATTR_DEP = -1   # the label of the arc into the token
+    ATTR_VL = -2    # number of left children
+    ATTR_VR = -3    # number of right children
+    ATTR_DIST = -4
+
+
+cdef struct ParseStateC:
+    # The fixed header of a state blob; `n_tokens`-long int arrays follow it (see arcstandard.pyx).
+    int n_stack
+    int buf
+
+
+cdef struct ParseTemplateC:
+    hash_t seed
+    int n_parts
+    int addr[MAX_PARTS]
+    int attr[MAX_PARTS]
+
+
+cdef class ParseTemplates:
+    """Conjunction templates over parser-state positions, compiled to C structs."""
+    cdef ParseTemplateC* c
+    cdef readonly int n
+    cdef readonly object specs
+    cdef readonly object atom_names
+
+
+cdef class ArcStandardSystem(TransitionSystem):
+    cdef readonly ParseTemplates templates
+    cdef readonly int n_labels
+    cdef readonly int n_tokens
+    cdef readonly int label_candidates
+    cdef readonly bint allow_break
+    cdef readonly bint has_gold
+    cdef object _allowed
+    cdef const hash_t* allowed     # sorted keys updates may touch; NULL: all
+    cdef Py_ssize_t n_allowed
+    cdef object _atoms, _gold_heads, _gold_labels, _gold_kids
+    cdef const atom_t* atoms
+    cdef int n_cols
+    cdef const int* gold_heads     # per token: head index, -1 root, -2 unknown
+    cdef const int* gold_labels    # per token: label id, -1 unknown
+    cdef const int* gold_kids      # per token: number of gold dependents
+    cdef hash_t* _keys
+    # Scores by feature signature: the state a decision moves to was scored as a child in the
+    # lookahead of that decision, so it is looked up, not recomputed (valid for one version).
+    cdef hash_t* cache_sig
+    cdef int64_t* cache_version
+    cdef weight_t* cache_scores
+
+    cdef int* arr(self, const void* state, int k) noexcept nogil
+    cdef void resolve(self, const void* state, int* tok) noexcept nogil
+    cdef int extract(self, const void* state, hash_t* keys) noexcept nogil
+    cdef bint is_valid(self, const void* state, int action) noexcept nogil
+    cdef void prune(self, weight_t* scores, int start, int keep) noexcept nogil

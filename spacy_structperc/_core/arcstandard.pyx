@@ -1,0 +1,527 @@
+# cython: infer_types=True
+"""Labelled arc-standard dependency parsing as a TransitionSystem.
+
+Actions: SHIFT (0), BREAK (1), LEFT-ARC(l) (2 + 2l) and RIGHT-ARC(l) (3 + 2l) for L labels;
+interleaved, so adding a label appends two weight columns and leaves the others in place.
+LEFT-ARC attaches s1 to s0 and pops s1; RIGHT-ARC attaches s0 to s1 and pops s0 (Nivre 2004).
+BREAK pops s0 as the root of a finished sentence; it is valid only when s0 is alone on the stack,
+words remain, and sentence boundaries are not fixed (`allow_break`), so a parser that must find
+the sentences itself ends each one with a tree. A bound span always takes 2n - 1 actions, whatever
+its sentences, so beam hypotheses stay step-aligned. When the buffer is empty, one item remains
+and it is the root; when boundaries are fixed (no BREAK), every span gets exactly one root.
+
+States are one memcpy-able blob: a `ParseStateC` header followed by nine int arrays of the
+bound span's length (stack, head, label, leftmost / second-leftmost / rightmost /
+second-rightmost child, left / right valency). Copying costs 36 bytes per token, which for
+sentences is a few hundred nanoseconds: lookahead and the beam copy states freely.
+
+Labels and search. With L labels there are 2 + 2L actions (about 100 for UD English), so an
+exhaustive depth-2 lookahead would score ~10^6 leaves per decision. `label_candidates = k`
+prunes each state's actions to SHIFT, BREAK and the k best-scoring labels of each arc direction
+(the others score -inf), after the state's full scores are computed. The search therefore
+branches over "unlabelled" moves, each carrying its best label(s): depth 2 with k = 1 costs
+1 + 3 + 9 = 13 state scorings per decision, as in tsuruoka2011's unlabelled parser. The labels
+are still chosen by the full model, at the node where the arc is built. While training, the gold
+action of a state is never pruned, so the margin update can always compare it with the best
+competitor (and the beam can always follow it). k = 0 searches every label.
+
+Features (Zhang & Nivre 2011; Huang & Sagae 2010) are conjunctions of (position, attribute)
+parts: positions s0-s2, q0-q2, the leftmost / rightmost (and second) children of s0 and s1, and
+the s0-s1 distance; attributes are atom-table columns (word, tag, ...) or structural (arc label,
+left / right valency). A position that does not exist reads a per-position NONE value, so
+"s2 is empty" is a feature; an absent atom (0) fires no feature, as in templates.pyx.
+"""
+from libc.stdlib cimport calloc, free
+from libc.string cimport memcpy, memset
+from libc.math cimport INFINITY
+import numpy
+
+from .typedefs cimport hash_t, atom_t, weight_t
+from .templates cimport MAX_PARTS, hash_combine, mix64
+from .templates import _seed
+from .transition cimport TransitionSystem
+from .weights cimport AveragedWeights
+
+ADDRESSES = {"s0": ADDR_S0, "s1": ADDR_S1, "s2": ADDR_S2, "q0": ADDR_Q0, "q1": ADDR_Q1,
+             "q2": ADDR_Q2, "s0l": ADDR_S0L, "s0r": ADDR_S0R, "s0l2": ADDR_S0L2,
+             "s0r2": ADDR_S0R2, "s1l": ADDR_S1L, "s1r": ADDR_S1R, "s1l2": ADDR_S1L2,
+             "s1r2": ADDR_S1R2, "dist": ADDR_DIST}
+STRUCTURAL = {"dep": ATTR_DEP, "vl": ATTR_VL, "vr": ATTR_VR}
+
+cdef enum:
+    A_STACK, A_HEAD, A_LABEL, A_LC1, A_LC2, A_RC1, A_RC2, A_NL, A_NR
+    N_ARRAYS
+
+cdef hash_t NONE_VALUE = 0x6a09e667f3bcc909ULL
+DEF CACHE_SIZE = 256
+
+
+cdef class ParseTemplates:
+    def __cinit__(self, specs, atom_names):
+        """specs: [{"name": str, "parts": [[position, attribute], ...]}, ...]; a template with
+        no parts is the bias. Positions: s0 s1 s2 q0 q1 q2 s0l s0r s0l2 s0r2 s1l s1r s1l2 s1r2,
+        and ["dist", "s0s1"]. Attributes: an atom name, or dep / vl / vr."""
+        self.atom_names = list(atom_names)
+        self.specs = [dict(name=str(s["name"]), parts=[list(p) for p in s["parts"]]) for s in specs]
+        col_of = {name: j for j, name in enumerate(self.atom_names)}
+        self.n = len(self.specs)
+        self.c = <ParseTemplateC*>calloc(max(1, self.n), sizeof(ParseTemplateC))
+        if self.c == NULL:
+            raise MemoryError()
+        for t, spec in enumerate(self.specs):
+            parts = spec["parts"]
+            if len(parts) > MAX_PARTS:
+                raise ValueError(f"template {spec['name']!r} has {len(parts)} parts; at most {MAX_PARTS}")
+            self.c[t].seed = _seed(t, spec["name"])
+            self.c[t].n_parts = len(parts)
+            for p, part in enumerate(parts):
+                if len(part) != 2:
+                    raise ValueError(f"template {spec['name']!r}: part {part!r} is not a pair")
+                where, what = part
+                if where not in ADDRESSES:
+                    raise ValueError(f"template {spec['name']!r}: unknown position {where!r}; "
+                                     f"expected one of {sorted(ADDRESSES)}")
+                self.c[t].addr[p] = ADDRESSES[where]
+                if where == "dist":
+                    self.c[t].attr[p] = ATTR_DIST
+                elif what in STRUCTURAL:
+                    self.c[t].attr[p] = STRUCTURAL[what]
+                elif what in col_of:
+                    self.c[t].attr[p] = col_of[what]
+                else:
+                    raise ValueError(f"template {spec['name']!r}: unknown attribute {what!r}")
+
+    def __dealloc__(self):
+        free(self.c)
+
+
+cdef inline hash_t _combine(hash_t h, hash_t v) noexcept nogil:
+    # One multiply per part: atoms are hashes already, and each key gets a full mix64 at the
+    # end, so this only has to keep (part order, value) apart. Half the cost of hash_combine,
+    # and extraction is a third of a scoring.
+    return (h ^ v) * 0x9e3779b97f4a7c15ULL + 0x632be59bd9b4e019ULL
+
+
+cdef inline int _dist_bucket(int d) noexcept nogil:
+    if d < 5:
+        return d
+    if d < 10:
+        return 5
+    return 6
+
+
+cdef inline bint _contains(const hash_t* keys, Py_ssize_t n, hash_t key) noexcept nogil:
+    cdef Py_ssize_t lo = 0, hi = n, mid
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if keys[mid] < key:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo < n and keys[lo] == key
+
+
+cdef class ArcStandardSystem(TransitionSystem):
+    """Labelled arc-standard transitions over one bound span (a sentence, or a whole Doc)."""
+
+    def __init__(self, ParseTemplates templates, AveragedWeights weights, int n_labels,
+                 int label_candidates=1):
+        if n_labels < 1:
+            raise ValueError(f"n_labels must be >= 1, got {n_labels}")
+        if weights.n_classes != N_FIXED_ACTIONS + 2 * n_labels:
+            raise ValueError(f"weights have {weights.n_classes} classes; {n_labels} labels need "
+                             f"{N_FIXED_ACTIONS + 2 * n_labels}")
+        if label_candidates < 0:
+            raise ValueError(f"label_candidates must be >= 0, got {label_candidates}")
+        self.templates = templates
+        self.weights = weights
+        self.n_labels = n_labels
+        self.n_actions = N_FIXED_ACTIONS + 2 * n_labels
+        self.label_candidates = label_candidates
+        self.max_features = templates.n + 1
+        self.n_cols = len(templates.atom_names)
+        self._keys = <hash_t*>calloc(self.max_features, sizeof(hash_t))
+        self.cache_sig = <hash_t*>calloc(CACHE_SIZE, sizeof(hash_t))
+        self.cache_version = <int64_t*>calloc(CACHE_SIZE, sizeof(int64_t))
+        self.cache_scores = <weight_t*>calloc(CACHE_SIZE * self.n_actions, sizeof(weight_t))
+        if not (self._keys and self.cache_sig and self.cache_version and self.cache_scores):
+            raise MemoryError()
+        for i in range(CACHE_SIZE):
+            self.cache_version[i] = -1
+        self.set_sentence(numpy.zeros((0, self.n_cols), dtype=numpy.uint64))
+
+    def __dealloc__(self):
+        free(self._keys)
+        free(self.cache_sig)
+        free(self.cache_version)
+        free(self.cache_scores)
+
+    def set_sentence(self, atoms, heads=None, labels=None, bint allow_break=False):
+        """Bind a span: atoms (n, n_cols) uint64; gold heads (index in the span, -1 for a root,
+        -2 unknown) and gold label ids (-1 unknown), both optional; allow_break lets the parser
+        split the span into sentences (BREAK)."""
+        atoms = numpy.ascontiguousarray(atoms, dtype=numpy.uint64)
+        if atoms.ndim != 2 or atoms.shape[1] != self.n_cols:
+            raise ValueError(f"atoms must have shape (n_tokens, {self.n_cols}), got {atoms.shape}")
+        cdef int n = atoms.shape[0]
+        self._atoms = atoms
+        cdef const atom_t[:, ::1] a = atoms
+        self.atoms = &a[0, 0] if n else NULL
+        self.has_gold = heads is not None
+        if heads is None:
+            # Prediction: no gold to check, and the oracle's arrays are never read.
+            self._gold_heads = self._gold_labels = self._gold_kids = None
+            self.gold_heads = self.gold_labels = self.gold_kids = NULL
+        else:
+            self._bind_gold(heads, labels, n)
+        self.n_tokens = n
+        self.allow_break = allow_break
+        self.state_size = sizeof(ParseStateC) + N_ARRAYS * max(n, 1) * sizeof(int)
+
+    def _bind_gold(self, heads, labels, int n):
+        heads = numpy.ascontiguousarray(heads, dtype=numpy.int32)
+        labels = numpy.ascontiguousarray(
+            labels if labels is not None else numpy.full((n,), -1), dtype=numpy.int32)
+        if heads.shape != (n,) or labels.shape != (n,):
+            raise ValueError(f"gold heads and labels must have shape ({n},)")
+        if n and (heads.min() < -2 or heads.max() >= n or (heads == numpy.arange(n)).any()):
+            raise ValueError("gold heads must be token indices in the span (not the token "
+                             "itself), -1 for a root or -2 for unknown")
+        if n and (labels.min() < -1 or labels.max() >= self.n_labels):
+            raise ValueError("gold labels must be -1 (unknown) or a label id")
+        kids = numpy.bincount(heads[heads >= 0], minlength=n).astype(numpy.int32) if n else \
+            numpy.zeros((0,), dtype=numpy.int32)
+        self._gold_heads, self._gold_labels, self._gold_kids = heads, labels, kids
+        cdef const int[::1] h = heads
+        cdef const int[::1] l = labels
+        cdef const int[::1] k = kids
+        self.gold_heads = &h[0] if n else NULL
+        self.gold_labels = &l[0] if n else NULL
+        self.gold_kids = &k[0] if n else NULL
+
+    cdef int* arr(self, const void* state, int k) noexcept nogil:
+        return (<int*>(<char*>state + sizeof(ParseStateC))) + k * self.n_tokens
+
+    # The TransitionSystem interface ------------------------------------------------------------
+
+    cdef void init_state(self, void* state) noexcept nogil:
+        cdef ParseStateC* st = <ParseStateC*>state
+        cdef int n = self.n_tokens
+        st.n_stack = 0
+        st.buf = 0
+        if n == 0:
+            return
+        memset(self.arr(state, A_STACK), 0, n * sizeof(int))
+        memset(self.arr(state, A_HEAD), 0xff, 6 * n * sizeof(int))   # head, label, lc1..rc2: -1
+        memset(self.arr(state, A_NL), 0, 2 * n * sizeof(int))
+
+    cdef bint is_final(self, const void* state) noexcept nogil:
+        cdef const ParseStateC* st = <const ParseStateC*>state
+        return st.buf >= self.n_tokens and st.n_stack <= 1
+
+    cdef bint is_valid(self, const void* state, int action) noexcept nogil:
+        cdef const ParseStateC* st = <const ParseStateC*>state
+        if action == SHIFT:
+            return st.buf < self.n_tokens
+        if action == BREAK:
+            return self.allow_break and st.n_stack == 1 and st.buf < self.n_tokens
+        return st.n_stack >= 2
+
+    cdef void transition(self, void* state, int action) noexcept nogil:
+        cdef ParseStateC* st = <ParseStateC*>state
+        cdef int* stack = self.arr(state, A_STACK)
+        cdef int s0, s1, label, L = self.n_labels
+        if action == SHIFT:
+            stack[st.n_stack] = st.buf
+            st.n_stack += 1
+            st.buf += 1
+        elif action == BREAK:
+            st.n_stack -= 1
+        elif (action - N_FIXED_ACTIONS) % 2 == 0:
+            # LEFT-ARC: s1 <- s0; s1 lies left of every earlier left child of s0.
+            label = (action - N_FIXED_ACTIONS) // 2
+            s0 = stack[st.n_stack - 1]
+            s1 = stack[st.n_stack - 2]
+            self.arr(state, A_HEAD)[s1] = s0
+            self.arr(state, A_LABEL)[s1] = label
+            self.arr(state, A_LC2)[s0] = self.arr(state, A_LC1)[s0]
+            self.arr(state, A_LC1)[s0] = s1
+            self.arr(state, A_NL)[s0] += 1
+            stack[st.n_stack - 2] = s0
+            st.n_stack -= 1
+        else:
+            # RIGHT-ARC: s1 -> s0; s0 lies right of every earlier right child of s1.
+            label = (action - N_FIXED_ACTIONS) // 2
+            s0 = stack[st.n_stack - 1]
+            s1 = stack[st.n_stack - 2]
+            self.arr(state, A_HEAD)[s0] = s1
+            self.arr(state, A_LABEL)[s0] = label
+            self.arr(state, A_RC2)[s1] = self.arr(state, A_RC1)[s1]
+            self.arr(state, A_RC1)[s1] = s0
+            self.arr(state, A_NR)[s1] += 1
+            st.n_stack -= 1
+
+    cdef void resolve(self, const void* state, int* tok) noexcept nogil:
+        cdef const ParseStateC* st = <const ParseStateC*>state
+        cdef const int* stack = self.arr(state, A_STACK)
+        cdef int n = self.n_tokens, k = st.n_stack
+        tok[ADDR_S0] = stack[k - 1] if k >= 1 else -1
+        tok[ADDR_S1] = stack[k - 2] if k >= 2 else -1
+        tok[ADDR_S2] = stack[k - 3] if k >= 3 else -1
+        tok[ADDR_Q0] = st.buf if st.buf < n else -1
+        tok[ADDR_Q1] = st.buf + 1 if st.buf + 1 < n else -1
+        tok[ADDR_Q2] = st.buf + 2 if st.buf + 2 < n else -1
+        cdef int s0 = tok[ADDR_S0], s1 = tok[ADDR_S1]
+        if s0 >= 0:
+            tok[ADDR_S0L] = self.arr(state, A_LC1)[s0]
+            tok[ADDR_S0L2] = self.arr(state, A_LC2)[s0]
+            tok[ADDR_S0R] = self.arr(state, A_RC1)[s0]
+            tok[ADDR_S0R2] = self.arr(state, A_RC2)[s0]
+        else:
+            tok[ADDR_S0L] = tok[ADDR_S0L2] = tok[ADDR_S0R] = tok[ADDR_S0R2] = -1
+        if s1 >= 0:
+            tok[ADDR_S1L] = self.arr(state, A_LC1)[s1]
+            tok[ADDR_S1L2] = self.arr(state, A_LC2)[s1]
+            tok[ADDR_S1R] = self.arr(state, A_RC1)[s1]
+            tok[ADDR_S1R2] = self.arr(state, A_RC2)[s1]
+            tok[ADDR_DIST] = _dist_bucket(s0 - s1)
+        else:
+            tok[ADDR_S1L] = tok[ADDR_S1L2] = tok[ADDR_S1R] = tok[ADDR_S1R2] = -1
+            tok[ADDR_DIST] = -1
+
+    cdef int features(self, const void* state, hash_t* keys) noexcept nogil:
+        # The keys updates are made on: with an allowed set (see set_allowed_keys), only those.
+        cdef int n = self.extract(state, keys)
+        cdef int i, m = 0
+        if self.allowed == NULL:
+            return n
+        for i in range(n):
+            if _contains(self.allowed, self.n_allowed, keys[i]):
+                keys[m] = keys[i]
+                m += 1
+        return m
+
+    cdef int extract(self, const void* state, hash_t* keys) noexcept nogil:
+        cdef int tok[N_ADDR]
+        cdef int t, p, i, attr, n = 0
+        cdef hash_t h, value
+        cdef const ParseTemplateC* tpl
+        cdef const int* labels = self.arr(state, A_LABEL)
+        cdef const int* nl = self.arr(state, A_NL)
+        cdef const int* nr = self.arr(state, A_NR)
+        if self.n_tokens == 0:
+            return 0
+        self.resolve(state, tok)
+        for t in range(self.templates.n):
+            tpl = &self.templates.c[t]
+            h = tpl.seed
+            for p in range(tpl.n_parts):
+                i = tok[tpl.addr[p]]
+                attr = tpl.attr[p]
+                if i < 0:
+                    value = NONE_VALUE + <hash_t>tpl.addr[p]
+                elif attr >= 0:
+                    value = self.atoms[i * self.n_cols + attr]
+                    if value == 0:
+                        break
+                elif attr == ATTR_DEP:
+                    value = <hash_t>(labels[i] + 2)
+                elif attr == ATTR_VL:
+                    value = <hash_t>(nl[i] + 1)
+                elif attr == ATTR_VR:
+                    value = <hash_t>(nr[i] + 1)
+                else:   # ATTR_DIST: tok holds the bucket
+                    value = <hash_t>(i + 1)
+                h = _combine(h, value)
+            else:
+                keys[n] = mix64(h) | 1
+                n += 1
+        return n
+
+    cdef void score(self, const void* state, weight_t* scores) noexcept nogil:
+        cdef int a, n, g, L = self.n_labels
+        cdef weight_t keep_gold = 0
+        cdef hash_t sig = 0x84222325cbf29ce4ULL
+        cdef int slot
+        n = self.extract(state, self._keys)
+        for a in range(n):
+            sig = _combine(sig, self._keys[a])
+        slot = <int>(mix64(sig) & (CACHE_SIZE - 1))
+        if self.cache_sig[slot] == sig and self.cache_version[slot] == self.weights.version:
+            memcpy(scores, &self.cache_scores[slot * self.n_actions], self.n_actions * sizeof(weight_t))
+        else:
+            memset(scores, 0, self.n_actions * sizeof(weight_t))
+            self.weights.add_rows(self._keys, n, scores)
+            memcpy(&self.cache_scores[slot * self.n_actions], scores, self.n_actions * sizeof(weight_t))
+            self.cache_sig[slot] = sig
+            self.cache_version[slot] = self.weights.version
+        cdef const ParseStateC* st = <const ParseStateC*>state
+        if not self.is_valid(state, SHIFT):
+            scores[SHIFT] = -INFINITY
+        if not self.is_valid(state, BREAK):
+            scores[BREAK] = -INFINITY
+        if st.n_stack < 2:
+            for a in range(N_FIXED_ACTIONS, self.n_actions):
+                scores[a] = -INFINITY
+            return
+        if self.label_candidates > 0 and self.label_candidates < L:
+            g = self.gold_action(state) if self.has_gold else -1
+            # The gold action survives pruning: set it aside and put it back afterwards.
+            if g >= N_FIXED_ACTIONS:
+                keep_gold = scores[g]
+            self.prune(scores, N_FIXED_ACTIONS, self.label_candidates)
+            self.prune(scores, N_FIXED_ACTIONS + 1, self.label_candidates)
+            if g >= N_FIXED_ACTIONS:
+                scores[g] = keep_gold
+
+    cdef void prune(self, weight_t* scores, int start, int keep) noexcept nogil:
+        """Keep the `keep` best of the arc actions start, start + 2, ... (one direction);
+        ties with the last kept stay."""
+        cdef int a, j
+        cdef int stop = N_FIXED_ACTIONS + 2 * self.n_labels
+        cdef weight_t threshold = INFINITY, best
+        for j in range(keep):
+            best = -INFINITY
+            for a in range(start, stop, 2):
+                if scores[a] < threshold and scores[a] > best:
+                    best = scores[a]
+            if best == -INFINITY:
+                return   # fewer than `keep` distinct values: nothing to prune
+            threshold = best
+        for a in range(start, stop, 2):
+            if scores[a] < threshold:
+                scores[a] = -INFINITY
+
+    cdef int gold_action(self, const void* state) noexcept nogil:
+        """The static oracle: reduce as soon as a dependent has all its own dependents."""
+        if not self.has_gold:
+            return -1
+        cdef const ParseStateC* st = <const ParseStateC*>state
+        cdef const int* stack = self.arr(state, A_STACK)
+        cdef const int* nl = self.arr(state, A_NL)
+        cdef const int* nr = self.arr(state, A_NR)
+        cdef int s0, s1, label
+        if st.n_stack >= 2:
+            s0 = stack[st.n_stack - 1]
+            s1 = stack[st.n_stack - 2]
+            if self.gold_heads[s1] == s0 and nl[s1] + nr[s1] == self.gold_kids[s1]:
+                label = self.gold_labels[s1]
+                return N_FIXED_ACTIONS + 2 * label if label >= 0 else -1
+            if self.gold_heads[s0] == s1 and nl[s0] + nr[s0] == self.gold_kids[s0]:
+                label = self.gold_labels[s0]
+                return N_FIXED_ACTIONS + 2 * label + 1 if label >= 0 else -1
+        if st.buf < self.n_tokens:
+            if self.allow_break and st.n_stack == 1:
+                s0 = stack[0]
+                if self.gold_heads[s0] == -1 and nl[s0] + nr[s0] == self.gold_kids[s0]:
+                    return BREAK
+            return SHIFT
+        return -1
+
+    cdef int max_steps(self) noexcept nogil:
+        return 2 * self.n_tokens - 1 if self.n_tokens else 0
+
+    # Python helpers ----------------------------------------------------------------------------
+
+    def set_allowed_keys(self, keys):
+        """Restrict updates to `keys` (None: no restriction). With the keys seen at least twice
+        in the gold derivations of the training data (ZPar's features from gold configurations,
+        with a count cut-off), the weight table stays about half the size it otherwise reaches:
+        most features of wrong predicted paths are never seen again."""
+        if keys is None:
+            self._allowed = None
+            self.allowed = NULL
+            self.n_allowed = 0
+            return
+        arr = numpy.unique(numpy.asarray(keys, dtype=numpy.uint64))
+        if len(arr) == 0:
+            arr = numpy.zeros((1,), dtype=numpy.uint64)   # allows nothing (keys are never 0)
+        self._allowed = arr
+        cdef const hash_t[::1] view = arr
+        self.allowed = &view[0]
+        self.n_allowed = arr.shape[0]
+
+    def oracle_keys(self):
+        """The feature keys of every state on the oracle path (empty if it cannot be followed)."""
+        if not self.has_gold or self.n_tokens == 0:
+            return numpy.zeros((0,), dtype=numpy.uint64)
+        buf = bytearray(self.state_size)
+        cdef char* s = buf
+        out = numpy.zeros((self.max_steps() * self.max_features,), dtype=numpy.uint64)
+        cdef hash_t[::1] o = out
+        cdef int a, n = 0
+        with nogil:
+            self.init_state(s)
+            while not self.is_final(s):
+                a = self.gold_action(s)
+                if a < 0 or not self.is_valid(s, a):
+                    break
+                n += self.extract(s, &o[n])
+                self.transition(s, a)
+        return out[:n]
+
+    def oracle_path(self):
+        """The static oracle's actions for the bound gold tree, or None if it cannot reach it
+        (a non-projective, cyclic or incomplete gold tree)."""
+        if not self.has_gold:
+            return None
+        buf = bytearray(self.state_size)
+        cdef char* s = buf
+        cdef int a
+        out = []
+        self.init_state(s)
+        while not self.is_final(s):
+            a = self.gold_action(s)
+            if a < 0 or not self.is_valid(s, a):
+                return None
+            out.append(a)
+            self.transition(s, a)
+        heads, labels = self.tree(bytes(buf))
+        ok = (heads == self._gold_heads).all() and (labels == self._gold_labels).all()
+        return numpy.asarray(out, dtype=numpy.int32) if ok else None
+
+    def tree(self, bytes state):
+        """(heads, labels) of a state: -1 for unattached tokens (roots, once final)."""
+        cdef const char* p = state
+        cdef int n = self.n_tokens
+        heads = numpy.empty((n,), dtype=numpy.int32)
+        labels = numpy.empty((n,), dtype=numpy.int32)
+        cdef int[::1] h = heads
+        cdef int[::1] l = labels
+        if n:
+            memcpy(&h[0], self.arr(p, A_HEAD), n * sizeof(int))
+            memcpy(&l[0], self.arr(p, A_LABEL), n * sizeof(int))
+        return heads, labels
+
+    def run(self, actions):
+        """Apply `actions` from the initial state; return the final (heads, labels)."""
+        cdef int[::1] acts = numpy.ascontiguousarray(actions, dtype=numpy.int32)
+        buf = bytearray(self.state_size)
+        cdef char* s = buf
+        cdef int t
+        self.init_state(s)
+        for t in range(acts.shape[0]):
+            if not self.is_valid(s, acts[t]):
+                raise ValueError(f"action {acts[t]} is not valid at step {t}")
+            self.transition(s, acts[t])
+        if not self.is_final(s):
+            raise ValueError("the actions do not complete the parse")
+        return self.tree(bytes(buf))
+
+    def stack_of(self, bytes state):
+        cdef const char* p = state
+        cdef const ParseStateC* st = <const ParseStateC*>p
+        return [self.arr(p, A_STACK)[k] for k in range(st.n_stack)], st.buf
+
+    def is_valid_action(self, bytes state, int action):
+        cdef const char* p = state
+        return self.is_valid(p, action)
+
+    def action_name(self, int action, labels=None):
+        if action == SHIFT:
+            return "S"
+        if action == BREAK:
+            return "B"
+        l = (action - N_FIXED_ACTIONS) // 2
+        name = labels[l] if labels is not None else str(l)
+        return ("L-" if (action - N_FIXED_ACTIONS) % 2 == 0 else "R-") + name

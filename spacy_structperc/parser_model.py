@@ -1,0 +1,143 @@
+"""The parser's feature templates and its model (templates over parser-state positions).
+
+Templates follow Zhang & Nivre (2011) as used for arc-standard by Huang & Sagae (2010): words and
+tags of s0-s2 and q0-q2 with their pairs and triples, the leftmost / rightmost (and second)
+children of s0 and s1 with their arc labels, the s0-s1 distance and the valencies of s0 and s1.
+A part is [position, attribute]; see `_core/arcstandard.pyx` for the positions.
+"""
+from typing import List, Sequence
+
+from ._core.arcstandard import ParseTemplates
+from .features import AtomExtractor, Lexicon, template
+from .model import PerceptronModel
+
+
+def parser_templates(word: str = "lower", third_order: bool = True, valency: bool = True,
+                     distance: bool = True, queue: int = 3, clusters: bool = False) -> List[dict]:
+    """Zhang & Nivre (2011) features for labelled arc-standard parsing.
+
+    word: the atom used as the word form (lower or orth). third_order adds the second-leftmost /
+    rightmost children and the tag trigrams along them. queue: how many queue words are read.
+    clusters adds Brown-cluster (c6, cluster) features of s0, s1 and q0.
+    """
+    w, t = word, "tag"
+    T = [template("bias")]
+
+    def add(name, *parts):
+        T.append(template(name, *parts))
+
+    # Single positions.
+    for pos in ("s0", "s1", "q0") + (("q1",) if queue >= 2 else ()):
+        add(f"{pos}w", (pos, w))
+        add(f"{pos}t", (pos, t))
+        add(f"{pos}wt", (pos, w), (pos, t))
+    add("s2t", ("s2", t))
+    add("s2w", ("s2", w))
+    if queue >= 3:
+        add("q2t", ("q2", t))
+        add("q2w", ("q2", w))
+    # Pairs.
+    add("s0wt,s1wt", ("s0", w), ("s0", t), ("s1", w), ("s1", t))
+    add("s0wt,s1w", ("s0", w), ("s0", t), ("s1", w))
+    add("s0w,s1wt", ("s0", w), ("s1", w), ("s1", t))
+    add("s0wt,s1t", ("s0", w), ("s0", t), ("s1", t))
+    add("s0t,s1wt", ("s0", t), ("s1", w), ("s1", t))
+    add("s0w,s1w", ("s0", w), ("s1", w))
+    add("s0t,s1t", ("s0", t), ("s1", t))
+    add("s0t,q0t", ("s0", t), ("q0", t))
+    add("s0w,q0w", ("s0", w), ("q0", w))
+    add("s0wt,q0t", ("s0", w), ("s0", t), ("q0", t))
+    add("s0t,q0wt", ("s0", t), ("q0", w), ("q0", t))
+    add("s1t,q0t", ("s1", t), ("q0", t))
+    add("s1w,q0w", ("s1", w), ("q0", w))
+    # Tag triples.
+    add("s0t,s1t,q0t", ("s0", t), ("s1", t), ("q0", t))
+    add("s0t,q0t,q1t", ("s0", t), ("q0", t), ("q1", t))
+    add("s1t,s0t,q0t,q1t", ("s1", t), ("s0", t), ("q0", t), ("q1", t))
+    add("s2t,s1t,s0t", ("s2", t), ("s1", t), ("s0", t))
+    add("s1t,s0t,s0lt", ("s1", t), ("s0", t), ("s0l", t))
+    add("s1t,s0t,s0rt", ("s1", t), ("s0", t), ("s0r", t))
+    add("s1t,s1lt,s0t", ("s1", t), ("s1l", t), ("s0", t))
+    add("s1t,s1rt,s0t", ("s1", t), ("s1r", t), ("s0", t))
+    add("s1t,s0w,s0lt", ("s1", t), ("s0", w), ("s0l", t))
+    add("s1t,s1rt,s0w", ("s1", t), ("s1r", t), ("s0", w))
+    add("s1w,s0t,s0lt", ("s1", w), ("s0", t), ("s0l", t))
+    # Children and their labels.
+    for child in ("s0l", "s0r", "s1l", "s1r"):
+        add(f"{child}w", (child, w))
+        add(f"{child}t", (child, t))
+        add(f"{child}l", (child, "dep"))
+    add("s0t,s0ll", ("s0", t), ("s0l", "dep"))
+    add("s0t,s0rl", ("s0", t), ("s0r", "dep"))
+    add("s1t,s1ll", ("s1", t), ("s1l", "dep"))
+    add("s1t,s1rl", ("s1", t), ("s1r", "dep"))
+    add("s1t,s1rl,s0t", ("s1", t), ("s1r", "dep"), ("s0", t))
+    add("s1t,s0ll,s0t", ("s1", t), ("s0l", "dep"), ("s0", t))
+    if third_order:
+        for child in ("s0l2", "s0r2", "s1l2", "s1r2"):
+            add(f"{child}t", (child, t))
+            add(f"{child}l", (child, "dep"))
+        add("s0t,s0lt,s0l2t", ("s0", t), ("s0l", t), ("s0l2", t))
+        add("s0t,s0rt,s0r2t", ("s0", t), ("s0r", t), ("s0r2", t))
+        add("s1t,s1lt,s1l2t", ("s1", t), ("s1l", t), ("s1l2", t))
+        add("s1t,s1rt,s1r2t", ("s1", t), ("s1r", t), ("s1r2", t))
+        add("s0t,s0ll,s0l2l", ("s0", t), ("s0l", "dep"), ("s0l2", "dep"))
+        add("s1t,s1rl,s1r2l", ("s1", t), ("s1r", "dep"), ("s1r2", "dep"))
+    if distance:
+        add("s0w,d", ("s0", w), ("dist", "s0s1"))
+        add("s0t,d", ("s0", t), ("dist", "s0s1"))
+        add("s1w,d", ("s1", w), ("dist", "s0s1"))
+        add("s1t,d", ("s1", t), ("dist", "s0s1"))
+        add("s0w,s1w,d", ("s0", w), ("s1", w), ("dist", "s0s1"))
+        add("s0t,s1t,d", ("s0", t), ("s1", t), ("dist", "s0s1"))
+    if valency:
+        for pos in ("s0", "s1"):
+            add(f"{pos}w,vl", (pos, w), (pos, "vl"))
+            add(f"{pos}t,vl", (pos, t), (pos, "vl"))
+            add(f"{pos}w,vr", (pos, w), (pos, "vr"))
+            add(f"{pos}t,vr", (pos, t), (pos, "vr"))
+    if clusters:
+        for pos in ("s0", "s1", "q0"):
+            add(f"{pos}c6", (pos, "c6"))
+            add(f"{pos}c", (pos, "cluster"))
+        add("s0c6,s1c6", ("s0", "c6"), ("s1", "c6"))
+        add("s0c,s1t", ("s0", "cluster"), ("s1", t))
+        add("s0t,s1c", ("s0", t), ("s1", "cluster"))
+    return T
+
+
+def parser_atoms(templates: Sequence[dict]) -> List[str]:
+    """The atom-table columns the templates read (structural attributes excluded)."""
+    seen: List[str] = []
+    for spec in templates:
+        for where, what in spec["parts"]:
+            if where != "dist" and what not in ("dep", "vl", "vr") and what not in seen:
+                seen.append(what)
+    return sorted(seen)
+
+
+class ParserModel(PerceptronModel):
+    """A PerceptronModel whose templates address parser states (stack, queue, children)."""
+
+    def set_templates(self, templates: Sequence[dict]) -> None:
+        self.template_specs = [dict(name=t["name"], parts=[list(p) for p in t["parts"]]) for t in templates]
+        self.atom_names = parser_atoms(self.template_specs)
+        self.templates = ParseTemplates(self.template_specs, self.atom_names)
+        self.atoms = self._atom_extractor()
+
+    def _atom_extractor(self) -> AtomExtractor:
+        lexicon = Lexicon(self.lexicon_tables) if self.lexicon_tables else None
+        return AtomExtractor(self.atom_names, component="parser", clusters=self.clusters, lexicon=lexicon)
+
+    def __reduce__(self):
+        return (_rebuild_parser_model, (self.template_specs, self.n_buckets, self.weights,
+                                        self.clusters, self.lexicon_tables))
+
+
+def _rebuild_parser_model(templates, n_buckets, weights, clusters, lexicon_tables):
+    model = ParserModel(templates, n_buckets)
+    model.clusters = clusters
+    model.lexicon_tables = lexicon_tables
+    model.set_templates(templates)
+    model.weights = weights
+    return model

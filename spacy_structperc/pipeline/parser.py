@@ -1,0 +1,330 @@
+"""structperc_parser: a labelled arc-standard dependency parser trained as a structured perceptron.
+
+Two decoders over one model: greedy decisions with depth-D lookahead and the margin perceptron
+update (tsuruoka2011 Fig. 3; the default, at depth 0: on UD English EWT deeper lookahead is no
+more accurate with these features, and slower), and beam search with early / max-violation / standard
+/ latest / hybrid updates (huang2012). The transition system is `_core/arcstandard.pyx`.
+
+Sentences. If a Doc already has sentence boundaries (a senter or sentencizer ran first, or the
+reader set them), each sentence is parsed on its own and gets exactly one root. Otherwise the
+whole Doc is parsed at once and the parser may end a sentence (BREAK) whenever its stack holds one
+finished tree: the sentences are then read off the trees, as spaCy's parser does.
+
+Non-projective trees are learned through pseudo-projective transformation (see nonproj.py); the
+labels users see (`labels`, `token.dep_`) are never decorated. Behaviour on imperfect training
+data: gold heads that cross a sentence boundary of the predicted Doc, or point at tokens that do
+not align, are treated as missing (the oracle stops there and the rest of that sentence is
+followed, not learned); a sentence with several gold roots but fixed boundaries is learned up to
+the point where its roots would have to be joined; cycles raise S100.
+
+Tags. The features read `token.tag_`. At prediction time a Doc without tags raises S009. In
+training, an Example whose predicted Doc has no tags but the gold tokens is read with the
+reference's tags, so a parser trained alone on a corpus with gold tags works; put a tagger before
+it (and in `[training] annotating_components`) to train on predicted tags, as configs/parser.cfg
+does.
+"""
+from collections import Counter
+from typing import Dict, Iterable, List, Optional, Tuple
+
+import numpy
+from spacy.attrs import DEP, HEAD
+from spacy.tokens import Doc
+from spacy.training import Example, validate_examples
+from spacy.vocab import Vocab
+
+from .._core import beam, lookahead
+from .._core.arcstandard import ArcStandardSystem
+from ..errors import Errors
+from ..parser_model import ParserModel
+from .base import PerceptronPipe
+from .nonproj import deprojectivize, is_decorated, projective_gold, undecorated
+from .sequence import _choice
+
+DECODERS = ("greedy", "beam")
+BACKOFF_LABEL = "dep"
+
+
+class StructuredParser(PerceptronPipe):
+    """Assigns `token.head`, `token.dep_` and sentence boundaries with a structured perceptron."""
+
+    factory_name = "structperc_parser"
+
+    def __init__(self, vocab: Vocab, model: ParserModel, name: str = "parser", *,
+                 decoder: str = "greedy", lookahead_depth: int = 0, label_candidates: int = 1,
+                 beam_width: int = 8, update: str = "max-violation", margin: float = 0.0,
+                 min_label_freq: int = 10, min_feature_freq: int = 2, root_label: str = "ROOT",
+                 scorer=None):
+        _choice(name, "decoder", decoder, DECODERS)
+        _choice(name, "update", update, beam.UPDATE_METHODS)
+        for setting, value, low in (("lookahead_depth", lookahead_depth, 0), ("beam_width", beam_width, 1),
+                                    ("label_candidates", label_candidates, 0),
+                                    ("min_label_freq", min_label_freq, 0),
+                                    ("min_feature_freq", min_feature_freq, 0)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < low:
+                raise ValueError(Errors.S012.format(setting=setting, name=name, value=value,
+                                                    requirement=f"an integer >= {low}"))
+        if not margin >= 0:
+            raise ValueError(Errors.S012.format(setting="margin", name=name, value=margin, requirement=">= 0"))
+        if not isinstance(root_label, str) or not root_label:
+            raise ValueError(Errors.S012.format(setting="root_label", name=name, value=root_label,
+                                                requirement="a non-empty string"))
+        self._system: Optional[ArcStandardSystem] = None
+        self._allowed_keys: Optional[numpy.ndarray] = None
+        super().__init__(vocab, model, name, scorer=scorer, decoder=decoder,
+                         lookahead_depth=lookahead_depth, label_candidates=label_candidates,
+                         beam_width=beam_width, update=update, margin=float(margin),
+                         min_label_freq=min_label_freq, min_feature_freq=min_feature_freq,
+                         root_label=root_label)
+        self._labels_changed()
+
+    # Labels ------------------------------------------------------------------------------------
+    # cfg["labels"] holds the arc labels the transition system knows, decorated ones included
+    # (x||y, from projectivization); `labels` shows users the undecorated ones only.
+
+    @property
+    def labels(self) -> Tuple[str, ...]:
+        return tuple(sorted({undecorated(l) for l in self.cfg["labels"]}))
+
+    @property
+    def move_labels(self) -> Tuple[str, ...]:
+        return tuple(self.cfg["labels"])
+
+    @property
+    def n_classes(self) -> int:
+        return 2 + 2 * len(self.cfg["labels"])
+
+    @property
+    def label_data(self) -> List[str]:
+        return list(self.cfg["labels"])
+
+    def _check_label(self, label: str) -> None:
+        if label == self.cfg["root_label"]:
+            raise ValueError(Errors.S102.format(name=self.name, label=label))
+
+    def _require_initialized(self) -> None:
+        if not self.model.is_initialized or not self.cfg["labels"]:
+            raise ValueError(Errors.S001.format(name=self.name, factory=self.factory_name))
+
+    def _labels_changed(self) -> None:
+        self._system = None
+        self._class_of = {l: i for i, l in enumerate(self.cfg["labels"])}
+        self._label_values = numpy.array([self.vocab.strings.add(l) for l in self.cfg["labels"]]
+                                          + [self.vocab.strings.add(self.cfg["root_label"])],
+                                          dtype=numpy.uint64)
+
+    def _label_id(self, label: str) -> int:
+        """The class of a gold label, backing off decorated labels to their base label and
+        unknown ones to 'dep'."""
+        lut = self._class_of
+        if label in lut:
+            return lut[label]
+        if is_decorated(label) and undecorated(label) in lut:
+            return lut[undecorated(label)]
+        if BACKOFF_LABEL in lut:
+            return lut[BACKOFF_LABEL]
+        raise ValueError(Errors.S101.format(label=label, name=self.name))
+
+    def initialize(self, get_examples, *, nlp=None, labels: Optional[Iterable[str]] = None) -> None:
+        """Take the arc labels from `labels` (spacy init labels) or from the projectivized training
+        trees; labels seen fewer than `min_label_freq` times are backed off (a decorated label to
+        its base label, others to 'dep')."""
+        root = self.cfg["root_label"]
+        if labels is None:
+            counts = self._count_labels(get_examples)
+            min_freq = self.cfg["min_label_freq"]
+            base_counts: Counter = Counter()
+            for label, c in counts.items():
+                base_counts[undecorated(label)] += c
+            kept = []
+            for label, c in counts.items():
+                if c >= min_freq:
+                    kept.append(label)
+                elif is_decorated(label) and base_counts[undecorated(label)] >= min_freq:
+                    kept.append(undecorated(label))
+                else:
+                    kept.append(BACKOFF_LABEL)
+            labels = sorted(set(kept))
+        self._init_labels(get_examples, labels, lambda eg: (), "dep", nlp)
+        self._allowed_keys = None
+        if self.cfg["min_feature_freq"] > 1:
+            self._allowed_keys = self._gold_features(get_examples, self.cfg["min_feature_freq"])
+        self._system = None
+
+    def _gold_features(self, get_examples, min_freq: int) -> numpy.ndarray:
+        """Feature keys seen at least `min_freq` times along the oracle derivations of the
+        training trees, read with the reference's tags (the tagger may not be trained yet)."""
+        system = self.system
+        chunks, pending = [], []
+        for eg in get_examples():
+            if not len(eg.reference) or not self.same_tokens(eg):
+                continue
+            heads, deps = projective_gold(eg, self.name)
+            gold_heads, gold_labels = self._gold(eg, 0, len(eg.reference), heads, deps)
+            system.set_sentence(self.model.atoms(eg.reference), gold_heads, gold_labels, True)
+            pending.append(system.oracle_keys())
+            if len(pending) >= 500:
+                chunks.append(self._count(pending))
+                pending = []
+        chunks.append(self._count(pending))
+        keys = numpy.concatenate([k for k, _ in chunks])
+        counts = numpy.concatenate([c for _, c in chunks])
+        keys, inverse = numpy.unique(keys, return_inverse=True)
+        totals = numpy.bincount(inverse, weights=counts)
+        return keys[totals >= min_freq]
+
+    @staticmethod
+    def _count(arrays):
+        if not arrays:
+            return numpy.zeros((0,), dtype=numpy.uint64), numpy.zeros((0,), dtype=numpy.int64)
+        return numpy.unique(numpy.concatenate(arrays), return_counts=True)
+
+    def _count_labels(self, get_examples) -> Counter:
+        counts: Counter = Counter()
+        for eg in get_examples():
+            heads, deps = projective_gold(eg, self.name)
+            for i, (h, d) in enumerate(zip(heads, deps)):
+                if d and h is not None and h != i:
+                    counts[d] += 1
+        counts.pop(self.cfg["root_label"], None)
+        return counts
+
+    # The transition system ---------------------------------------------------------------------
+
+    @property
+    def system(self) -> ArcStandardSystem:
+        weights = self.model.weights
+        if self._system is None or self._system.weights is not weights or \
+                self._system.n_actions != weights.n_classes:
+            self._system = ArcStandardSystem(self.model.templates, weights, len(self.cfg["labels"]),
+                                             self.cfg["label_candidates"])
+            self._system.set_allowed_keys(self._allowed_keys)
+        return self._system
+
+    @staticmethod
+    def _spans(doc: Doc) -> Tuple[List[Tuple[int, int]], bool]:
+        """The spans to parse, and whether the parser may split them into sentences."""
+        if doc.has_annotation("SENT_START"):
+            return [(s.start, s.end) for s in doc.sents], False
+        return [(0, len(doc))], True
+
+    def _decode(self, system: ArcStandardSystem) -> numpy.ndarray:
+        if self.cfg["decoder"] == "beam":
+            return beam.decode(system, self.cfg["beam_width"])
+        return lookahead.decode(system, self.cfg["lookahead_depth"])
+
+    def predict(self, docs: Iterable[Doc]) -> List[Tuple[numpy.ndarray, numpy.ndarray]]:
+        """(heads, label classes) per doc: heads are token indices (a root is its own head) and a
+        root's class is the last one (the root label)."""
+        self.begin_predict()
+        system = self.system
+        root_class = len(self.cfg["labels"])
+        out = []
+        for doc in docs:
+            n = len(doc)
+            heads = numpy.arange(n, dtype=numpy.int64)
+            classes = numpy.full((n,), root_class, dtype=numpy.int64)
+            if n:
+                atoms = self.model.atoms(doc)
+                spans, allow_break = self._spans(doc)
+                for start, end in spans:
+                    system.set_sentence(atoms[start:end], allow_break=allow_break)
+                    h, l = system.run(self._decode(system))
+                    attached = h >= 0
+                    heads[start:end][attached] = h[attached] + start
+                    classes[start:end][attached] = l[attached]
+            out.append((heads, classes))
+        return out
+
+    def set_annotations(self, docs: Iterable[Doc], predictions) -> None:
+        for doc, (heads, classes) in zip(docs, predictions):
+            n = len(doc)
+            if not n:
+                continue
+            arr = numpy.zeros((n, 2), dtype=numpy.uint64)
+            arr[:, 0] = (heads - numpy.arange(n)).astype(numpy.int64).view(numpy.uint64)
+            arr[:, 1] = self._label_values[classes]
+            doc.from_array([HEAD, DEP], arr)
+            deprojectivize(doc)
+
+    # Training ----------------------------------------------------------------------------------
+
+    def _gold(self, eg: Example, start: int, end: int, heads, deps) -> Tuple[numpy.ndarray, numpy.ndarray]:
+        """Gold heads (index in the span, -1 root, -2 missing) and label classes for a span."""
+        n = end - start
+        gold_heads = numpy.full((n,), -2, dtype=numpy.int32)
+        gold_labels = numpy.full((n,), -1, dtype=numpy.int32)
+        root = self.cfg["root_label"]
+        for k in range(n):
+            i = start + k
+            h, d = heads[i], deps[i]
+            if h is None:
+                continue
+            if h == i:
+                gold_heads[k] = -1
+            elif start <= h < end:
+                gold_heads[k] = h - start
+                if d and d != root:
+                    gold_labels[k] = self._label_id(d)
+        return gold_heads, gold_labels
+
+    def _training_atoms(self, eg: Example) -> numpy.ndarray:
+        """Atoms of eg.predicted; if it lacks an annotation the features read (no tagger runs
+        before the parser in training) and the tokens are the gold ones, the reference's."""
+        try:
+            return self.model.atoms(eg.predicted)
+        except ValueError:
+            if not self.same_tokens(eg):
+                raise
+            return self.model.atoms(eg.reference)
+
+    def update(self, examples: Iterable[Example], *, drop: float = 0.0, sgd=None,
+               losses: Optional[Dict[str, float]] = None) -> Dict[str, float]:
+        """One online perceptron pass over the examples.
+
+        losses[name] counts wrong decisions of the current weights along the gold derivation
+        (greedy) or the wrong actions of the final beam derivation (beam). `{name}_updates` counts
+        updates; with the standard and hybrid beam updates, `{name}_invalid_updates` counts those
+        that were not violations (huang2012 Fig. 5).
+        """
+        if losses is None:
+            losses = {}
+        losses.setdefault(self.name, 0.0)
+        validate_examples(examples, f"{type(self).__name__}.update")
+        self._require_initialized()
+        self.begin_update()
+        weights = self.model.weights
+        system = self.system
+        use_beam = self.cfg["decoder"] == "beam"
+        mistakes = n_updates = n_invalid = n_skipped = 0
+        for eg in examples:
+            doc = eg.predicted
+            if len(doc):
+                heads, deps = projective_gold(eg, self.name)
+                atoms = self._training_atoms(eg)
+                spans, allow_break = self._spans(doc)
+                for start, end in spans:
+                    gold_heads, gold_labels = self._gold(eg, start, end, heads, deps)
+                    if not (gold_heads > -2).any():
+                        continue
+                    system.set_sentence(atoms[start:end], gold_heads, gold_labels, allow_break)
+                    if use_beam:
+                        if system.oracle_path() is None:
+                            n_skipped += 1   # beam updates need a complete gold derivation
+                            continue
+                        result = beam.train(system, self.cfg["beam_width"], self.cfg["update"])
+                        mistakes += result["wrong"]
+                        n_updates += result["updated"]
+                        n_invalid += result["invalid"]
+                    else:
+                        updates, errors, _ = lookahead.train(system, self.cfg["lookahead_depth"],
+                                                             self.cfg["margin"])
+                        mistakes += errors
+                        n_updates += updates
+            weights.next_example()
+        losses[self.name] += mistakes
+        losses[f"{self.name}_updates"] = losses.get(f"{self.name}_updates", 0.0) + n_updates
+        if use_beam:
+            losses[f"{self.name}_skipped"] = losses.get(f"{self.name}_skipped", 0.0) + n_skipped
+            if self.cfg["update"] in ("standard", "hybrid"):
+                losses[f"{self.name}_invalid_updates"] = losses.get(f"{self.name}_invalid_updates", 0.0) + n_invalid
+        return losses

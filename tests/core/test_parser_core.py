@@ -1,0 +1,225 @@
+"""The arc-standard transition system (_core/arcstandard.pyx) under the shared decoders."""
+import itertools
+import math
+
+import numpy
+import pytest
+
+from spacy_structperc._core import beam, lookahead
+from spacy_structperc._core.arcstandard import ArcStandardSystem, ParseTemplates
+from spacy_structperc._core.weights import AveragedWeights
+from spacy_structperc.parser_model import parser_atoms, parser_templates
+
+SHIFT, BREAK = 0, 1
+SPECS = parser_templates()
+ATOMS = parser_atoms(SPECS)
+
+
+def make_system(n_labels=2, label_candidates=0):
+    weights = AveragedWeights(2 + 2 * n_labels, 1 << 12)
+    return weights, ArcStandardSystem(ParseTemplates(SPECS, ATOMS), weights, n_labels, label_candidates)
+
+
+def random_atoms(rng, n):
+    return rng.integers(1, 5, size=(n, len(ATOMS))).astype(numpy.uint64)
+
+
+def randomize(system, weights, rng, walks=30):
+    """Random weights on every feature of the states random walks visit."""
+    for _ in range(walks):
+        state = system.initial_state()
+        while not system.final(state):
+            for key in system.state_features(state).tolist():
+                for c in range(weights.n_classes):
+                    weights.add(key, c, float(rng.normal()))
+            valid = [a for a in range(system.n_actions) if system.is_valid_action(state, a)]
+            state = system.step(state, int(rng.choice(valid)))
+
+
+def random_tree(rng, n):
+    """A random projective tree over n tokens (head -1 = root), built by random arc-standard moves."""
+    heads = [-2] * n
+    stack, buf = [], 0
+    while buf < n or len(stack) > 1:
+        moves = (["S"] if buf < n else []) + (["L", "R"] if len(stack) >= 2 else [])
+        m = moves[rng.integers(len(moves))]
+        if m == "S":
+            stack.append(buf)
+            buf += 1
+        elif m == "L":
+            heads[stack[-2]] = stack[-1]
+            del stack[-2]
+        else:
+            heads[stack[-1]] = stack[-2]
+            stack.pop()
+    heads[stack[0]] = -1
+    return numpy.array(heads, dtype=numpy.int32)
+
+
+def check_tree(heads, allow_break):
+    n = len(heads)
+    roots = [i for i in range(n) if heads[i] == -1]
+    assert roots and (allow_break or len(roots) == 1)
+    for i in range(n):   # no cycles: every token reaches a root within n steps
+        j, steps = i, 0
+        while heads[j] != -1:
+            j = heads[j]
+            steps += 1
+            assert steps <= n
+    for d in range(n):   # projective
+        h = heads[d]
+        if h >= 0:
+            for k in range(min(h, d) + 1, max(h, d)):
+                j = k
+                while j != -1 and j != h:
+                    j = heads[j]
+                assert j == h
+
+
+def _values(system, state, depth):
+    """Exhaustive search: the best score of any path of up to 1 + depth actions per first action."""
+    def best(state, d):
+        if d == 0 or system.final(state):
+            return 0.0
+        scores = system.action_scores(state)
+        out = -math.inf
+        for a in range(system.n_actions):
+            if scores[a] != -math.inf:
+                out = max(out, float(scores[a]) + best(system.step(state, a), d - 1))
+        return out
+    scores = system.action_scores(state)
+    return {a: (float(scores[a]) + best(system.step(state, a), depth) if scores[a] != -math.inf else -math.inf)
+            for a in range(system.n_actions)}
+
+
+@pytest.mark.parametrize("depth", [0, 1, 2, 3])
+@pytest.mark.parametrize("label_candidates", [0, 1])
+@pytest.mark.parametrize("allow_break", [False, True])
+def test_lookahead_decision_is_exhaustive_search_to_depth(depth, label_candidates, allow_break):
+    rng = numpy.random.default_rng(100 * depth + 10 * label_candidates + allow_break)
+    for _ in range(3):
+        n = int(rng.integers(1, 6))
+        weights, system = make_system(2, label_candidates)
+        system.set_sentence(random_atoms(rng, n), allow_break=allow_break)
+        randomize(system, weights, rng)
+        decoded = lookahead.decode(system, depth).tolist()
+        assert len(decoded) == 2 * n - 1
+        state = system.initial_state()
+        for a in decoded:
+            values = _values(system, state, depth)
+            top = max(values.values())
+            assert values[a] == pytest.approx(top, rel=1e-5, abs=1e-4), (depth, values, a)
+            state = system.step(state, a)
+        check_tree(system.run(decoded)[0], allow_break)
+
+
+@pytest.mark.parametrize("allow_break", [False, True])
+def test_every_decoded_parse_is_a_tree(allow_break):
+    rng = numpy.random.default_rng(7)
+    weights, system = make_system(3, 1)
+    for _ in range(40):
+        n = int(rng.integers(1, 25))
+        system.set_sentence(random_atoms(rng, n), allow_break=allow_break)
+        randomize(system, weights, rng, walks=2)
+        for actions in (lookahead.decode(system, 1), beam.decode(system, 3)):
+            heads, labels = system.run(actions)
+            check_tree(heads, allow_break)
+            assert ((labels >= 0) == (heads >= 0)).all()
+
+
+def test_oracle_reproduces_random_projective_trees():
+    rng = numpy.random.default_rng(3)
+    weights, system = make_system(3)
+    for _ in range(200):
+        n = int(rng.integers(1, 30))
+        heads = random_tree(rng, n)
+        labels = numpy.where(heads >= 0, rng.integers(0, 3, size=n), -1).astype(numpy.int32)
+        system.set_sentence(random_atoms(rng, n), heads, labels)
+        path = system.oracle_path()
+        assert path is not None and len(path) == 2 * n - 1
+        got_heads, got_labels = system.run(path)
+        assert got_heads.tolist() == heads.tolist() and got_labels.tolist() == labels.tolist()
+
+
+def test_oracle_breaks_between_sentences_and_refuses_nonprojective_trees():
+    weights, system = make_system(1)
+    atoms = numpy.ones((4, len(ATOMS)), dtype=numpy.uint64)
+    two_sentences = numpy.array([-1, 0, 3, -1], dtype=numpy.int32)
+    labels = numpy.array([-1, 0, 0, -1], dtype=numpy.int32)
+    system.set_sentence(atoms, two_sentences, labels, allow_break=True)
+    path = system.oracle_path()
+    assert path is not None and BREAK in path.tolist()
+    # Fixed boundaries: two roots in one span cannot be reached (one root per sentence).
+    system.set_sentence(atoms, two_sentences, labels, allow_break=False)
+    assert system.oracle_path() is None
+    crossing = numpy.array([2, -1, 1, 0], dtype=numpy.int32)   # the arc 0 -> 3 spans 1, which 0 does not dominate
+    system.set_sentence(atoms, crossing, numpy.zeros(4, dtype=numpy.int32))
+    assert system.oracle_path() is None
+
+
+def test_gold_action_survives_label_pruning():
+    rng = numpy.random.default_rng(5)
+    weights, system = make_system(6, 1)
+    for _ in range(20):
+        n = int(rng.integers(2, 12))
+        heads = random_tree(rng, n)
+        labels = numpy.where(heads >= 0, rng.integers(0, 6, size=n), -1).astype(numpy.int32)
+        system.set_sentence(random_atoms(rng, n), heads, labels)
+        randomize(system, weights, rng, walks=2)
+        state = system.initial_state()
+        while not system.final(state):
+            g = system.gold(state)
+            scores = system.action_scores(state)
+            assert scores[g] != -math.inf
+            # one label per direction plus the gold action at most
+            assert (scores[2::2] != -math.inf).sum() <= 2 and (scores[3::2] != -math.inf).sum() <= 2
+            state = system.step(state, g)
+
+
+@pytest.mark.parametrize("method", ["early", "max-violation", "latest"])
+def test_beam_updates_are_violations(method):
+    rng = numpy.random.default_rng(11)
+    weights, system = make_system(2, 0)
+    n_updates = 0
+    for _ in range(30):
+        n = int(rng.integers(2, 10))
+        heads = random_tree(rng, n)
+        labels = numpy.where(heads >= 0, rng.integers(0, 2, size=n), -1).astype(numpy.int32)
+        system.set_sentence(random_atoms(rng, n), heads, labels)
+        randomize(system, weights, rng, walks=3)
+        result = beam.train(system, 3, method)
+        if result["updated"]:
+            n_updates += 1
+            assert result["violation"] <= 1e-5 and not result["invalid"]
+    assert n_updates > 0
+
+
+def test_lookahead_training_learns_a_tree():
+    rng = numpy.random.default_rng(2)
+    weights, system = make_system(2, 1)
+    n = 8
+    atoms = random_atoms(rng, n)
+    heads = random_tree(rng, n)
+    labels = numpy.where(heads >= 0, rng.integers(0, 2, size=n), -1).astype(numpy.int32)
+    for _ in range(30):
+        system.set_sentence(atoms, heads, labels)
+        lookahead.train(system, 1, 1.0)
+        weights.next_example()
+    system.set_sentence(atoms)
+    got_heads, got_labels = system.run(lookahead.decode(system, 1))
+    assert got_heads.tolist() == heads.tolist() and got_labels.tolist() == labels.tolist()
+
+
+def test_bad_bindings_are_refused():
+    weights, system = make_system(2)
+    atoms = numpy.ones((3, len(ATOMS)), dtype=numpy.uint64)
+    with pytest.raises(ValueError):
+        system.set_sentence(atoms, numpy.array([1, 1, -1], dtype=numpy.int32), numpy.zeros(3, dtype=numpy.int32))
+    with pytest.raises(ValueError):
+        system.set_sentence(atoms, numpy.array([5, -1, 1], dtype=numpy.int32), numpy.zeros(3, dtype=numpy.int32))
+    with pytest.raises(ValueError):
+        system.set_sentence(atoms, numpy.array([1, -1, 1], dtype=numpy.int32), numpy.array([0, -1, 9], dtype=numpy.int32))
+    with pytest.raises(ValueError):
+        ArcStandardSystem(ParseTemplates(SPECS, ATOMS), AveragedWeights(5), 2)
+    with pytest.raises(ValueError):
+        ParseTemplates([{"name": "x", "parts": [["s9", "tag"]]}], ATOMS)
