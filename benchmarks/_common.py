@@ -279,11 +279,17 @@ def time_pipe(nlp, gold_docs: Sequence, batch_size: int = 1000, repeats: int = 1
     call. With ``repeats`` > 1 the pipe runs that many times on fresh copies and the fastest run
     counts (less noise on a busy machine). Returns ``(predicted_docs, words_per_second,
     seconds)`` with the predictions of the first run."""
-    first = None
-    best = float("inf")
+    return time_pipe_best_of(nlp, lambda: unannotated_copies(gold_docs, nlp.vocab),
+                             count_tokens(gold_docs), repeats, batch_size)
+
+
+def time_pipe_best_of(nlp, make_inputs: Callable[[], list], n_words: int, repeats: int = 1,
+                      batch_size: int = 1000):
+    """Run ``nlp.pipe`` over fresh inputs from ``make_inputs()`` ``repeats`` times; return (the
+    first run's predictions, words per second of the fastest run, its seconds)."""
+    first, best = None, float("inf")
     for _ in range(max(1, repeats)):
-        docs = unannotated_copies(gold_docs, nlp.vocab)
-        n_words = count_tokens(docs)
+        docs = make_inputs()
         with Timer() as t:
             preds = list(nlp.pipe(docs, batch_size=batch_size))
         first = preds if first is None else first
@@ -296,6 +302,19 @@ def time_pipe(nlp, gold_docs: Sequence, batch_size: int = 1000, repeats: int = 1
 
 _TRAIN_ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+[-\d.]+\s")
 _TRAIN_HEADER = re.compile(r"^\s*E\s+#\s+")
+
+
+def batches_by_words(examples: Iterable, size_words: int = 1000):
+    """Batches of Examples of about ``size_words`` reference words each, in order."""
+    batch, n = [], 0
+    for eg in examples:
+        batch.append(eg)
+        n += len(eg.reference)
+        if n >= size_words:
+            yield batch
+            batch, n = [], 0
+    if batch:
+        yield batch
 
 
 def parse_spacy_train_log(text: str) -> Dict[str, Any]:

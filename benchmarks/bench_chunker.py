@@ -115,26 +115,7 @@ def _score(pred_docs, gold_docs) -> Dict[str, float]:
 
 
 def _time_pipe(nlp, gold_docs, repeats: int):
-    first, best = None, float("inf")
-    for _ in range(max(1, repeats)):
-        docs = _inputs(gold_docs, nlp.vocab)
-        with C.Timer() as t:
-            preds = list(nlp.pipe(docs, batch_size=1000))
-        first = preds if first is None else first
-        best = min(best, t.seconds)
-    return first, C.count_tokens(gold_docs) / best, best
-
-
-def _batches(examples, size_words: int = 1000):
-    batch, n = [], 0
-    for eg in examples:
-        batch.append(eg)
-        n += len(eg.reference)
-        if n >= size_words:
-            yield batch
-            batch, n = [], 0
-    if batch:
-        yield batch
+    return C.time_pipe_best_of(nlp, lambda: _inputs(gold_docs, nlp.vocab), C.count_tokens(gold_docs), repeats)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -166,7 +147,7 @@ def run_structperc(data: Dict[str, str], config: Dict[str, Any], epochs: int, tr
         rng.shuffle(order)
         losses: Dict[str, float] = {}
         with C.Timer() as t:
-            for batch in _batches(order):
+            for batch in C.batches_by_words(order):
                 nlp.update(batch, losses=losses)
         train_seconds += t.seconds
         print(f"[{OURS}] epoch {epoch + 1}: {losses.get(OURS, 0):.0f} wrong tokens, "

@@ -209,26 +209,7 @@ def _split_scores(scores: Dict[str, Any]):
 
 
 def _time_pipe(nlp, gold_docs, repeats: int, pos: bool):
-    first, best = None, float("inf")
-    for _ in range(max(1, repeats)):
-        docs = _inputs(gold_docs, nlp.vocab, pos)
-        with C.Timer() as t:
-            preds = list(nlp.pipe(docs, batch_size=1000))
-        first = preds if first is None else first
-        best = min(best, t.seconds)
-    return first, C.count_tokens(gold_docs) / best, best
-
-
-def _batches(examples, size_words: int = 1000):
-    batch, n = [], 0
-    for eg in examples:
-        batch.append(eg)
-        n += len(eg.reference)
-        if n >= size_words:
-            yield batch
-            batch, n = [], 0
-    if batch:
-        yield batch
+    return C.time_pipe_best_of(nlp, lambda: _inputs(gold_docs, nlp.vocab, pos), C.count_tokens(gold_docs), repeats)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -264,7 +245,7 @@ def run_structperc(ds: Dict[str, Any], config: Dict[str, Any], epochs: int, trai
         with C.Timer() as t:
             if ner.start_epoch(epoch):
                 resets.append(epoch + 1)
-            for batch in _batches(order):
+            for batch in C.batches_by_words(order):
                 nlp.update(batch, losses=losses)
         train_seconds += t.seconds
         print(f"[{OURS}] epoch {epoch + 1}: loss {losses.get(OURS, 0):.0f}, {t.seconds:.1f}s"
