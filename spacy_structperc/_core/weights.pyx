@@ -327,7 +327,8 @@ cdef class AveragedWeights:
     def to_arrays(self, bint averaged=True, bint prune=True):
         """Return (keys, weights): keys sorted ascending so identical models give identical bytes.
 
-        With `prune`, rows whose weights are all zero are dropped.
+        With `prune`, rows whose weights are all zero are dropped. The weights are gathered once,
+        in key order, straight into the output (a model can be hundreds of MB).
         """
         if averaged:
             self.average()
@@ -336,24 +337,34 @@ cdef class AveragedWeights:
         rows = numpy.zeros((self.n_rows,), dtype=numpy.int64)
         cdef uint64_t[::1] k = keys
         cdef int64_t[::1] r = rows
-        cdef size_t i, j = 0
+        cdef size_t i, j = 0, c
         for i in range(self._capacity):
             if self._table[i].key != 0:
                 k[j] = self._table[i].key
                 r[j] = self._table[i].row
                 j += 1
-        source = numpy.zeros((self.n_rows, C), dtype=numpy.float32)
-        cdef float[:, ::1] s = source
-        cdef const weight_t* src = self._avg if averaged else self._W
-        for i in range(self.n_rows):
-            memcpy(&s[i, 0], &src[r[i] * C], C * sizeof(weight_t))
         order = numpy.argsort(keys, kind="stable")
         keys = keys[order]
-        source = source[order]
+        rows = rows[order]
+        cdef const weight_t* src = self._avg if averaged else self._W
+        cdef unsigned char[::1] kp
         if prune and len(keys):
-            keep = numpy.any(source != 0, axis=1)
+            keep = numpy.zeros((len(keys),), dtype=numpy.uint8)
+            kp = keep
+            r = rows
+            for i in range(len(keys)):
+                for c in range(C):
+                    if src[r[i] * C + c] != 0:
+                        kp[i] = 1
+                        break
+            keep = keep.view(numpy.bool_)
             keys = keys[keep]
-            source = source[keep]
+            rows = rows[keep]
+        r = rows
+        source = numpy.empty((len(keys), C), dtype=numpy.float32)
+        cdef float[:, ::1] s = source
+        for i in range(len(keys)):
+            memcpy(&s[i, 0], &src[r[i] * C], C * sizeof(weight_t))
         return keys, source
 
     def state_arrays(self):
