@@ -92,8 +92,12 @@ class PerceptronModel:
             msg["cluster_values"] = numpy.array([self.clusters[k] for k in ckeys.tolist()], dtype="<u8").tobytes()
         if self.weights is not None:
             keys, weights = self.weights.to_arrays(averaged=True, prune=True)
+            # One copy of the weights in bytes, and the array dropped before msgpack makes its own:
+            # a parser's weights are hundreds of MB, saved at every evaluation.
+            weight_bytes = weights.astype("<f4", copy=False).tobytes()
+            del weights
             msg.update(n_classes=int(self.weights.n_classes), n_rows=int(len(keys)),
-                       keys=keys.astype("<u8").tobytes(), weights=weights.astype("<f4").tobytes())
+                       keys=keys.astype("<u8", copy=False).tobytes(), weights=weight_bytes)
         msg["label_dict"] = [[k, v] for k, v in sorted(self.label_dict.items())]
         msg["lexicon"] = self.lexicon_tables
         return srsly.msgpack_dumps(msg)
