@@ -458,6 +458,30 @@ def _child_main(argv: List[str]) -> int:
 # Results file
 
 
+def run_job(script: Path, func: str, kwargs: Dict[str, Any], label: str, log_path: Path,
+            errors: Dict[str, str]) -> Optional[Dict[str, Any]]:
+    """Run one measured system in a child (run_child) and return its result, with
+    ``metrics["peak_rss_mb"]``, ``seconds`` and the load averages around it added; on failure,
+    record it in ``errors[label]``, say so, and return None."""
+    load_before = load_average()
+    try:
+        with Timer() as t:
+            res = run_child(script, func, kwargs, log_path=log_path)
+    except Exception as err:
+        errors[label] = str(err)
+        print(f"  FAILED: {err}", flush=True)
+        return None
+    res["metrics"] = dict(res["metrics"], peak_rss_mb=res["peak_rss_mb"])
+    res.update(seconds=t.seconds, load_avg_before=load_before, load_avg_after=load_average())
+    return res
+
+
+def show_metrics(setting: str, metrics: Dict[str, Any], seconds: float) -> None:
+    """Print a job's metrics: fractions to 4 places, counts and rates with thousands separators."""
+    shown = ", ".join(f"{k}={v:.4f}" if v < 1.5 else f"{k}={v:,.0f}" for k, v in metrics.items() if v is not None)
+    print(f"  {setting}: {shown}  ({seconds:.0f}s)", flush=True)
+
+
 def make_row(system: str, setting: str, metric: str, value: float, *, dataset: str,
              split: str = "test") -> Dict[str, Any]:
     if isinstance(value, float):

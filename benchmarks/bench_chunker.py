@@ -431,23 +431,17 @@ def main(argv=None) -> int:
         label = f"{system} | {setting}" if setting else system
         log = run_dir / "logs" / f"{C.slug(label)}.log"
         print(f"[{n}/{len(jobs)}] {label} (log: {log})", flush=True)
-        load_before = C.load_average()
-        try:
-            with C.Timer() as t:
-                res = C.run_child(me, func, kwargs, log_path=log)
-        except Exception as err:
-            errors[label] = str(err)
-            print(f"  FAILED: {err}", flush=True)
+        res = C.run_job(me, func, kwargs, label, log, errors)
+        if res is None:
             continue
         setting = setting or res["setting"]
-        metrics = dict(res["metrics"], peak_rss_mb=res["peak_rss_mb"])
+        metrics = res["metrics"]
         for metric, value in metrics.items():
             new_rows.append(C.make_row(system, setting, metric, value, dataset=DATASET, split="test"))
         done.append((system, setting if system == OURS else None))
         details[label] = dict(res.get("details", {}), setting=setting, date=C.now_iso(), command=command,
-                              load_avg_before=load_before, load_avg_after=C.load_average())
-        shown = ", ".join(f"{k}={v:.4f}" if v < 1.5 else f"{k}={v:,.0f}" for k, v in metrics.items())
-        print(f"  {setting}: {shown}  ({t.seconds:.0f}s)", flush=True)
+                              load_avg_before=res["load_avg_before"], load_avg_after=res["load_avg_after"])
+        C.show_metrics(setting, metrics, res["seconds"])
 
     def is_replaced(row) -> bool:
         return any(row["system"] == s and (setting is None or row["setting"] == setting) for s, setting in done)

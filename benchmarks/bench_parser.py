@@ -461,17 +461,11 @@ def main(argv=None) -> int:
             print(f"  no tagger model at {kwargs['tagger_model']}: grid tested on gold tags only", flush=True)
             kwargs["tagger_model"] = None
         kwargs["predict_repeats"] = args.predict_repeats
-        load_before = C.load_average()
-        try:
-            with C.Timer() as t:
-                res = C.run_child(me, func, kwargs, log_path=log)
-        except Exception as err:
-            errors[key] = str(err)
-            print(f"  FAILED: {err}", flush=True)
+        res = C.run_job(me, func, kwargs, key, log, errors)
+        if res is None:
             continue
         setting = setting or res["setting"]
-        metrics = dict(res["metrics"])
-        metrics["peak_rss_mb"] = res["peak_rss_mb"]
+        metrics = res["metrics"]
         for metric, value in metrics.items():
             if value is not None:
                 new_rows.append(C.make_row(system, setting, metric, value, dataset=dataset))
@@ -480,12 +474,10 @@ def main(argv=None) -> int:
                 new_rows.append(C.make_row(system, extra_setting, metric, value, dataset=dataset))
         det = dict(res.get("details", {}))
         det.update({"setting": setting, "dataset": dataset, "date": C.now_iso(), "command": command,
-                    "load_avg_before": load_before, "load_avg_after": C.load_average(),
+                    "load_avg_before": res["load_avg_before"], "load_avg_after": res["load_avg_after"],
                     "child_seconds": res.get("child_seconds")})
         details[key] = det
-        print(f"  {setting}: " + ", ".join(f"{k}={v:.4f}" if v < 1.5 else f"{k}={v:,.0f}"
-                                          for k, v in metrics.items() if v is not None)
-              + f"  ({t.seconds:.0f}s)", flush=True)
+        C.show_metrics(setting, metrics, res["seconds"])
 
     with C.locked(results_path):
         old = C.load_results(results_path)
