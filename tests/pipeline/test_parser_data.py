@@ -5,11 +5,12 @@ import spacy
 from spacy.pipeline._parser_internals import nonproj as spacy_nonproj
 from spacy.tokens import Doc
 from spacy.training import Example
-from spacy.training.converters import conllu_to_docs
 
 from spacy_structperc._core.arcstandard import ArcStandardSystem, ParseTemplates
 from spacy_structperc._core.weights import AveragedWeights
 from spacy_structperc.parser_model import parser_atoms, parser_templates
+
+from conllu_data import read_conllu
 
 N_TRAIN_SENTS = 2000
 N_DEV_SENTS = 600
@@ -21,25 +22,9 @@ UAS_FLOOR = 0.782
 LAS_FLOOR = 0.752
 
 
-def _read_conllu(path, limit=None):
-    blocks, current = [], []
-    with open(path, encoding="utf8") as f:
-        for line in f:
-            current.append(line)
-            if not line.strip():
-                if any(l.strip() for l in current):
-                    blocks.append("".join(current))
-                current = []
-                if limit and len(blocks) >= limit:
-                    break
-    if any(l.strip() for l in current):
-        blocks.append("".join(current))
-    return list(conllu_to_docs("".join(blocks), n_sents=1, no_print=True))
-
-
 @pytest.fixture(scope="module")
 def ewt_train(data_dir):
-    return _read_conllu(data_dir / "ud_en_ewt" / "en_ewt-ud-train.conllu")
+    return read_conllu(data_dir / "ud_en_ewt" / "en_ewt-ud-train.conllu")
 
 
 def _system(n_labels):
@@ -124,8 +109,8 @@ def test_projectivize_then_deprojectivize_restores_nonprojective_ewt_trees(ewt_t
 @pytest.mark.slow
 def test_short_ewt_run_reaches_dev_uas_floor(data_dir):
     ewt = data_dir / "ud_en_ewt"
-    train_docs = _read_conllu(ewt / "en_ewt-ud-train.conllu", N_TRAIN_SENTS)
-    dev_docs = _read_conllu(ewt / "en_ewt-ud-dev.conllu", N_DEV_SENTS)
+    train_docs = read_conllu(ewt / "en_ewt-ud-train.conllu", N_TRAIN_SENTS)
+    dev_docs = read_conllu(ewt / "en_ewt-ud-dev.conllu", N_DEV_SENTS)
     nlp = spacy.blank("en")
     nlp.add_pipe("structperc_parser", config={"lookahead_depth": 1, "min_feature_freq": 2})
 

@@ -3,30 +3,14 @@ import pytest
 import spacy
 from spacy.tokens import Doc
 from spacy.training import Example
-from spacy.training.converters import conllu_to_docs
+
+from conllu_data import read_conllu
 
 N_TRAIN_SENTS = 2000
 N_EPOCHS = 2
 # Measured 0.8826 dev tag_acc (XPOS, gold tokenization) with greedy depth 0, the default
 # features, the first 2,000 training sentences in file order and 2 epochs. Floor ~1.5 points below.
 TAG_ACC_FLOOR = 0.867
-
-
-def _read_conllu(path, limit=None):
-    """Docs of one sentence each, via spaCy's CoNLL-U converter, reading at most `limit` sentences."""
-    blocks, current = [], []
-    with open(path, encoding="utf8") as f:
-        for line in f:
-            current.append(line)
-            if not line.strip():
-                if any(l.strip() for l in current):
-                    blocks.append("".join(current))
-                current = []
-                if limit and len(blocks) >= limit:
-                    break
-    if any(l.strip() for l in current):
-        blocks.append("".join(current))
-    return list(conllu_to_docs("".join(blocks), n_sents=1, no_print=True))
 
 
 def _examples(nlp, docs):
@@ -38,8 +22,8 @@ def _examples(nlp, docs):
 @pytest.mark.slow
 def test_short_ewt_run_reaches_dev_tag_accuracy_floor(data_dir):
     ewt = data_dir / "ud_en_ewt"
-    train_docs = _read_conllu(ewt / "en_ewt-ud-train.conllu", N_TRAIN_SENTS)
-    dev_docs = _read_conllu(ewt / "en_ewt-ud-dev.conllu")
+    train_docs = read_conllu(ewt / "en_ewt-ud-train.conllu", N_TRAIN_SENTS)
+    dev_docs = read_conllu(ewt / "en_ewt-ud-dev.conllu")
     assert len(train_docs) == N_TRAIN_SENTS and len(dev_docs) == 2001
     nlp = spacy.blank("en")
     nlp.add_pipe("structperc_tagger", config={"decoder": "greedy", "lookahead_depth": 0})
