@@ -115,6 +115,7 @@ def _score(preds, gold) -> Dict[str, float]:
 
 
 def _time_parse(nlp, docs_factory, repeats: int):
+    C.materialize_averages(nlp)
     best, first = float("inf"), None
     for _ in range(max(1, repeats)):
         docs = docs_factory()

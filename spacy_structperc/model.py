@@ -3,11 +3,14 @@
 It stands where a thinc Model would, so spaCy's training loop and serialization find a `model`
 attribute, but it has no thinc parameters: averaging happens inside `AveragedWeights`.
 """
+import io
+import struct
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, Iterator, List, Optional, Sequence
 
 import numpy
 import srsly
+from srsly.msgpack import Packer
 
 from ._core.templates import TemplateSet
 from ._core.weights import AveragedWeights
@@ -16,6 +19,18 @@ from .features import LEXICON_POS, AtomExtractor, Lexicon, atoms_of, uses_cluste
 
 FORMAT_VERSION = 1
 MODEL_KIND = "spacy-structperc.AveragedPerceptron"
+WRITE_ROWS = 1 << 14   # weight rows gathered per slice when writing a model
+
+
+def _bin_header(n_bytes: int) -> bytes:
+    """msgpack's header for a bin of n_bytes (the Packer only writes whole objects)."""
+    if n_bytes < 1 << 8:
+        return struct.pack(">BB", 0xC4, n_bytes)
+    if n_bytes < 1 << 16:
+        return struct.pack(">BH", 0xC5, n_bytes)
+    if n_bytes < 1 << 32:
+        return struct.pack(">BI", 0xC6, n_bytes)
+    raise ValueError(f"a model of {n_bytes} bytes of weights is beyond msgpack's 4 GB bin limit")
 
 
 class PerceptronModel:
@@ -82,31 +97,66 @@ class PerceptronModel:
         self.weights.resize(n_classes)
 
     def to_bytes(self, component: str = "") -> bytes:
+        out = io.BytesIO()
+        for chunk in self._packed():
+            out.write(chunk)
+        return out.getvalue()
+
+    def to_file(self, path) -> None:
+        """Write `to_bytes()` to a file a slice of weights at a time: saving a parser (hundreds
+        of MB of weights, saved at every evaluation of a training run) costs no copy of them."""
+        with Path(path).open("wb") as file_:
+            for chunk in self._packed():
+                file_.write(chunk)
+
+    def _packed(self) -> Iterator[bytes]:
+        """The model as one msgpack map, in pieces; the weights are gathered (averaged) from the
+        training state in slices, in ascending key order so identical models give identical bytes."""
         msg = {"kind": MODEL_KIND, "format_version": FORMAT_VERSION,
                "templates": self.template_specs, "atoms": self.atom_names,
                "n_buckets": self.n_buckets, "n_classes": 0, "n_rows": 0,
-               "keys": b"", "weights": b"", "cluster_keys": b"", "cluster_values": b""}
+               "keys": b"", "cluster_keys": b"", "cluster_values": b""}
         if self.clusters:
             ckeys = numpy.array(sorted(self.clusters), dtype="<u8")
             msg["cluster_keys"] = ckeys.tobytes()
             msg["cluster_values"] = numpy.array([self.clusters[k] for k in ckeys.tolist()], dtype="<u8").tobytes()
+        rows = None
         if self.weights is not None:
-            keys, weights = self.weights.to_arrays(averaged=True, prune=True)
-            # One copy of the weights in bytes, and the array dropped before msgpack makes its own:
-            # a parser's weights are hundreds of MB, saved at every evaluation.
-            weight_bytes = weights.astype("<f4", copy=False).tobytes()
-            del weights
+            keys, rows = self.weights.sorted_rows(averaged=True, prune=True)
             msg.update(n_classes=int(self.weights.n_classes), n_rows=int(len(keys)),
-                       keys=keys.astype("<u8", copy=False).tobytes(), weights=weight_bytes)
+                       keys=keys.astype("<u8", copy=False).tobytes())
         msg["label_dict"] = [[k, v] for k, v in sorted(self.label_dict.items())]
         msg["lexicon"] = self.lexicon_tables
-        return srsly.msgpack_dumps(msg)
+        packer = Packer(use_bin_type=True)
+        yield packer.pack_map_header(len(msg) + 1)
+        for key, value in msg.items():
+            yield packer.pack(key)
+            yield packer.pack(value)
+        yield packer.pack("weights")
+        if rows is None:
+            yield packer.pack(b"")
+            return
+        yield _bin_header(len(rows) * self.weights.n_classes * 4)
+        for start in range(0, len(rows), WRITE_ROWS):
+            yield self.weights.gather(rows[start:start + WRITE_ROWS], averaged=True).astype("<f4", copy=False).tobytes()
 
     def from_bytes(self, data: bytes, component: str = "") -> "PerceptronModel":
         try:
             msg = srsly.msgpack_loads(data)
         except Exception as e:  # msgpack raises several unrelated types on garbage
             raise ValueError(Errors.S006.format(name=component, reason=f"not msgpack ({type(e).__name__})")) from None
+        return self._from_msg(msg, component)
+
+    def from_file(self, path, component: str = "") -> "PerceptronModel":
+        data = Path(path).read_bytes()
+        try:
+            msg = srsly.msgpack_loads(data)
+        except Exception as e:
+            raise ValueError(Errors.S006.format(name=component, reason=f"not msgpack ({type(e).__name__})")) from None
+        del data   # the unpacked arrays are copies: the file's bytes need not outlive them
+        return self._from_msg(msg, component)
+
+    def _from_msg(self, msg, component: str) -> "PerceptronModel":
         if not isinstance(msg, dict) or msg.get("kind") != MODEL_KIND:
             raise ValueError(Errors.S006.format(name=component, reason="no spacy-structperc weights header"))
         version = msg.get("format_version")
@@ -117,7 +167,7 @@ class PerceptronModel:
         try:
             n_classes, n_rows = int(msg["n_classes"]), int(msg["n_rows"])
             keys = numpy.frombuffer(msg["keys"], dtype="<u8")
-            weights = numpy.frombuffer(msg["weights"], dtype="<f4")
+            weights = numpy.frombuffer(msg.pop("weights"), dtype="<f4")
             if n_classes < 0 or len(keys) != n_rows or len(weights) != n_rows * n_classes:
                 raise ValueError("array sizes do not match their header")
             self.n_buckets = int(msg.get("n_buckets", self.n_buckets))
@@ -137,7 +187,9 @@ class PerceptronModel:
             self.weights = None
         else:
             self.weights = AveragedWeights(n_classes, max(self.n_buckets, 2 * n_rows))
-            self.weights.load_arrays(keys.astype(numpy.uint64), weights.reshape((n_rows, n_classes)).astype(numpy.float32))
+            # Little-endian float32 is the native layout here: no conversion copy.
+            self.weights.load_arrays(keys.astype(numpy.uint64, copy=False),
+                                     weights.astype(numpy.float32, copy=False).reshape((n_rows, n_classes)))
         return self
 
     def __reduce__(self):

@@ -24,6 +24,12 @@ cdef inline size_t _bucket(hash_t key, size_t mask) noexcept nogil:
     return <size_t>((key ^ (key >> 29)) & mask)
 
 
+cdef inline weight_t _averaged(weight_t w, double u, double clock) noexcept nogil:
+    # The one formula for an averaged weight, so scores computed on the fly, a materialized
+    # view and saved weights agree to the bit.
+    return <weight_t>(<double>w - u / clock)
+
+
 cdef size_t _round_pow2(size_t n) noexcept nogil:
     cdef size_t p = 1
     while p < n:
@@ -61,6 +67,16 @@ cdef class AveragedWeights:
     def n_buckets(self):
         return self._capacity
 
+    @property
+    def has_accumulators(self):
+        """Whether the averaging accumulators exist (only once something has been trained)."""
+        return self._U != NULL
+
+    @property
+    def averages_materialized(self):
+        """Whether average() has made a copy of the averaged weights that is still valid."""
+        return self._avg_valid
+
     cdef int64_t find(self, hash_t key) noexcept nogil:
         if key == 0:
             key = 1
@@ -92,7 +108,8 @@ cdef class AveragedWeights:
         self._table[b].row = row
         self.n_rows += 1
         memset(&self._W[row * self.n_classes], 0, self.n_classes * sizeof(weight_t))
-        memset(&self._U[row * self.n_classes], 0, self.n_classes * sizeof(double))
+        if self._U != NULL:
+            memset(&self._U[row * self.n_classes], 0, self.n_classes * sizeof(double))
         if self.noise_scale != 0.0:
             self._init_noise(key, &self._W[row * self.n_classes])
         return row
@@ -133,24 +150,39 @@ cdef class AveragedWeights:
             with gil:
                 raise MemoryError("could not grow the weight rows")
         self._W = W
-        cdef double* U = <double*>realloc(self._U, n * C * sizeof(double))
-        if U == NULL:
-            with gil:
-                raise MemoryError("could not grow the weight rows")
-        self._U = U
+        cdef double* U
+        if self._U != NULL:
+            U = <double*>realloc(self._U, n * C * sizeof(double))
+            if U == NULL:
+                with gil:
+                    raise MemoryError("could not grow the weight rows")
+            self._U = U
         free(self._avg)
         self._avg = NULL
         self._avg_valid = False
         self._rows_capacity = n
         return 0
 
+    cdef int _ensure_accumulators(self) except -1 nogil:
+        # Zero accumulators for every row: until now W was its own average (clock 0, or a
+        # loaded model), and W - 0 / clock keeps it so.
+        if self._U == NULL:
+            self._U = <double*>calloc(max(self._rows_capacity, 1) * self.n_classes, sizeof(double))
+            if self._U == NULL:
+                with gil:
+                    raise MemoryError("could not allocate the averaging accumulators")
+        return 0
+
+    cdef bint _averages_on_the_fly(self) noexcept nogil:
+        return self.use_averages and not self._avg_valid and self._U != NULL and self.clock > 0
+
     cdef const weight_t* row(self, hash_t key) noexcept nogil:
         cdef int64_t r = self.find(key)
         if r < 0:
             return NULL
-        if self.use_averages:
+        if self.use_averages and self._avg_valid:
             return &self._avg[r * self.n_classes]
-        return &self._W[r * self.n_classes]
+        return &self._W[r * self.n_classes]   # the current weights: see add_rows for averages
 
     cdef void add_rows(self, const hash_t* keys, int n_keys, weight_t* scores) noexcept nogil:
         # Lookups are cache misses, so they are issued in three passes (buckets, then rows,
@@ -158,11 +190,14 @@ cdef class AveragedWeights:
         cdef int i, j, c, n_found = 0
         cdef int C = self.n_classes
         cdef size_t mask = self._capacity - 1
-        cdef const weight_t* base = self._avg if self.use_averages else self._W
+        cdef const weight_t* base = self._avg if (self.use_averages and self._avg_valid) else self._W
         cdef const weight_t* rows[64]
         cdef const weight_t* w
         cdef int64_t r
         cdef int start, stop
+        if self._averages_on_the_fly():
+            self._add_averaged_rows(keys, n_keys, scores)
+            return
         for start in range(0, n_keys, 64):
             stop = min(n_keys, start + 64)
             for i in range(start, stop):
@@ -182,10 +217,28 @@ cdef class AveragedWeights:
                 for c in range(C):
                     scores[c] += w[c]
 
+    cdef void _add_averaged_rows(self, const hash_t* keys, int n_keys, weight_t* scores) noexcept nogil:
+        # Scores with the average W - U / clock of each row, without a copy of the model.
+        cdef int i, c
+        cdef int C = self.n_classes
+        cdef double clock = <double>self.clock
+        cdef int64_t r
+        cdef const weight_t* w
+        cdef const double* u
+        for i in range(n_keys):
+            r = self.find(keys[i])
+            if r >= 0:
+                w = &self._W[r * C]
+                u = &self._U[r * C]
+                for c in range(C):
+                    scores[c] += _averaged(w[c], u[c], clock)
+
     cdef int update(self, hash_t key, int clas, weight_t delta) except -1 nogil:
         if delta == 0:
             return 0
         cdef int64_t r = self._insert(key)
+        if self._U == NULL:
+            self._ensure_accumulators()
         cdef int64_t idx = r * self.n_classes + clas
         cdef int64_t end
         if self.tie_width > 1 and (key & TIED_BIT):
@@ -216,10 +269,17 @@ cdef class AveragedWeights:
         self.tick()
 
     def average(self):
-        """Compute the averaged view (W - U / clock), if updates have invalidated it."""
+        """Materialize the averaged view (W - U / clock), if updates have invalidated it.
+
+        Averaged scores do not need it (they are computed as rows are read); it makes them
+        cheaper to read, for as long as no update or clock tick invalidates it, at the cost of
+        one more copy of the weights.
+        """
         if self._avg_valid:
             return
         cdef size_t n = self.n_rows * self.n_classes
+        if self._U == NULL:
+            return   # W is the average
         if self._avg == NULL and self._rows_capacity > 0:
             self._avg = <weight_t*>calloc(self._rows_capacity * self.n_classes, sizeof(weight_t))
             if self._avg == NULL:
@@ -232,13 +292,11 @@ cdef class AveragedWeights:
                     self._avg[i] = self._W[i]
             else:
                 for i in range(n):
-                    self._avg[i] = <weight_t>(<double>self._W[i] - self._U[i] / t)
+                    self._avg[i] = _averaged(self._W[i], self._U[i], t)
         self._avg_valid = True
 
     def set_use_averages(self, bint value):
-        """Score with the averaged view (prediction) or the current weights (training)."""
-        if value:
-            self.average()
+        """Score with the averaged weights (prediction) or the current weights (training)."""
         self.use_averages = value
         self.version += 1
 
@@ -261,13 +319,16 @@ cdef class AveragedWeights:
         The jump is recorded as an ordinary update at the current clock, so the average over all
         examples stays correct (sun2009's modified parameter averaging).
         """
-        self.average()
+        if self._U == NULL or self.clock == 0:
+            return   # W is the average already
         cdef size_t i, n = self.n_rows * self.n_classes
-        cdef double delta
+        cdef double delta, t = <double>self.clock
+        cdef weight_t avg
         for i in range(n):
-            delta = <double>self._avg[i] - <double>self._W[i]
-            self._W[i] = self._avg[i]
-            self._U[i] += <double>self.clock * delta
+            avg = _averaged(self._W[i], self._U[i], t)
+            delta = <double>avg - <double>self._W[i]
+            self._W[i] = avg
+            self._U[i] += t * delta
         self._avg_valid = False
         self.version += 1
 
@@ -280,14 +341,17 @@ cdef class AveragedWeights:
         cdef size_t r, C_old = self.n_classes, C = n_classes
         cdef size_t cap = max(self._rows_capacity, 1)
         cdef weight_t* W = <weight_t*>calloc(cap * C, sizeof(weight_t))
-        cdef double* U = <double*>calloc(cap * C, sizeof(double))
-        if W == NULL or U == NULL:
+        cdef double* U = NULL
+        if self._U != NULL:
+            U = <double*>calloc(cap * C, sizeof(double))
+        if W == NULL or (self._U != NULL and U == NULL):
             free(W)
             free(U)
             raise MemoryError()
         for r in range(self.n_rows):
             memcpy(&W[r * C], &self._W[r * C_old], C_old * sizeof(weight_t))
-            memcpy(&U[r * C], &self._U[r * C_old], C_old * sizeof(double))
+            if U != NULL:
+                memcpy(&U[r * C], &self._U[r * C_old], C_old * sizeof(double))
         free(self._W)
         free(self._U)
         free(self._avg)
@@ -305,10 +369,10 @@ cdef class AveragedWeights:
         cdef int64_t r = self.find(key)
         if r < 0:
             return 0.0
-        if averaged:
-            self.average()
-            return float(self._avg[r * self.n_classes + clas])
-        return float(self._W[r * self.n_classes + clas])
+        cdef int64_t i = r * self.n_classes + clas
+        if averaged and self._U != NULL and self.clock > 0:
+            return float(_averaged(self._W[i], self._U[i], <double>self.clock))
+        return float(self._W[i])
 
     def add(self, uint64_t key, int clas, float delta):
         if not 0 <= clas < self.n_classes:
@@ -328,10 +392,17 @@ cdef class AveragedWeights:
         """Return (keys, weights): keys sorted ascending so identical models give identical bytes.
 
         With `prune`, rows whose weights are all zero are dropped. The weights are gathered once,
-        in key order, straight into the output (a model can be hundreds of MB).
+        in key order, straight into the output (a model can be hundreds of MB); `sorted_rows`
+        and `gather` do the same a slice at a time.
         """
-        if averaged:
-            self.average()
+        keys, rows = self.sorted_rows(averaged, prune)
+        return keys, self.gather(rows, averaged)
+
+    def sorted_rows(self, bint averaged=True, bint prune=True):
+        """(keys, rows): every key in ascending order with its row index, for `gather`.
+
+        With `prune`, keys whose (averaged) weights are all zero are left out.
+        """
         cdef size_t C = self.n_classes
         keys = numpy.zeros((self.n_rows,), dtype=numpy.uint64)
         rows = numpy.zeros((self.n_rows,), dtype=numpy.int64)
@@ -346,32 +417,54 @@ cdef class AveragedWeights:
         order = numpy.argsort(keys, kind="stable")
         keys = keys[order]
         rows = rows[order]
-        cdef const weight_t* src = self._avg if averaged else self._W
         cdef unsigned char[::1] kp
+        cdef bint on_the_fly = averaged and self._U != NULL and self.clock > 0
+        cdef double t = <double>self.clock
+        cdef size_t at
         if prune and len(keys):
             keep = numpy.zeros((len(keys),), dtype=numpy.uint8)
             kp = keep
             r = rows
             for i in range(len(keys)):
                 for c in range(C):
-                    if src[r[i] * C + c] != 0:
+                    at = r[i] * C + c
+                    if (_averaged(self._W[at], self._U[at], t) if on_the_fly else self._W[at]) != 0:
                         kp[i] = 1
                         break
             keep = keep.view(numpy.bool_)
             keys = keys[keep]
             rows = rows[keep]
-        r = rows
-        source = numpy.empty((len(keys), C), dtype=numpy.float32)
-        cdef float[:, ::1] s = source
-        for i in range(len(keys)):
-            memcpy(&s[i, 0], &src[r[i] * C], C * sizeof(weight_t))
-        return keys, source
+        return keys, rows
+
+    def gather(self, rows, bint averaged=True):
+        """The weights (averaged: W - U / clock, computed here) of `rows`, as float32 n x C."""
+        cdef int64_t[::1] r = numpy.ascontiguousarray(rows, dtype=numpy.int64)
+        cdef size_t C = self.n_classes
+        out = numpy.empty((r.shape[0], C), dtype=numpy.float32)
+        cdef float[:, ::1] o = out
+        cdef size_t i, c
+        cdef double t = <double>self.clock
+        cdef const weight_t* w
+        cdef const double* u
+        for i in range(<size_t>r.shape[0]):
+            if r[i] < 0 or <size_t>r[i] >= self.n_rows:
+                raise IndexError(f"row {r[i]} out of range for {self.n_rows} rows")
+            w = &self._W[r[i] * C]
+            if averaged and self._U != NULL and self.clock > 0:
+                u = &self._U[r[i] * C]
+                for c in range(C):
+                    o[i, c] = _averaged(w[c], u[c], t)
+            else:
+                memcpy(&o[i, 0], w, C * sizeof(weight_t))
+        return out
 
     def state_arrays(self):
         """The full training state (keys, W, U, clock), for pickling mid-training."""
         keys, W = self.to_arrays(averaged=False, prune=False)
         cdef size_t C = self.n_classes
         U = numpy.zeros((len(keys), C), dtype=numpy.float64)
+        if self._U == NULL:
+            return keys, W, U, self.clock
         cdef double[:, ::1] u = U
         cdef uint64_t[::1] k = keys
         cdef size_t i
@@ -394,10 +487,14 @@ cdef class AveragedWeights:
             if accumulators.shape != weights.shape:
                 raise ValueError("accumulators must have the shape of weights")
         self._clear(max(self._capacity, _round_pow2(2 * len(keys) + 2)))
+        free(self._U)
+        self._U = NULL
         self._grow_rows(max(len(keys), 1024))
-        cdef uint64_t[::1] k = keys
-        cdef float[:, ::1] w = weights
-        cdef double[:, ::1] u
+        if accumulators is not None:
+            self._ensure_accumulators()
+        cdef const uint64_t[::1] k = keys
+        cdef const float[:, ::1] w = weights
+        cdef const double[:, ::1] u
         if accumulators is not None:
             u = accumulators
         cdef size_t i, C = self.n_classes
@@ -410,8 +507,6 @@ cdef class AveragedWeights:
         self.clock = clock
         self._avg_valid = False
         self.version += 1
-        if self.use_averages:
-            self.average()
 
     def _clear(self, size_t capacity):
         free(self._table)

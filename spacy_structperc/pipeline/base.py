@@ -6,7 +6,6 @@ multiprocessing.
 """
 from contextlib import contextmanager
 from itertools import islice
-from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 import numpy
@@ -139,6 +138,13 @@ class PerceptronPipe(TrainablePipe):
 
     def _load_model_bytes(self, data: bytes) -> None:
         self.model.from_bytes(data, self.name)
+        self._check_loaded_model()
+
+    def _load_model_file(self, path) -> None:
+        self.model.from_file(path, self.name)
+        self._check_loaded_model()
+
+    def _check_loaded_model(self) -> None:
         if self.model.weights is not None and self.model.weights.n_classes != self.n_classes:
             raise ValueError(Errors.S006.format(
                 name=self.name,
@@ -174,7 +180,7 @@ class PerceptronPipe(TrainablePipe):
         serialize = {
             "cfg": lambda p: srsly.write_json(p, self.cfg),
             "vocab": lambda p: self.vocab.to_disk(p, exclude=exclude),
-            "model": lambda p: Path(p).write_bytes(self._model_bytes()),
+            "model": lambda p: self.model.to_file(p),
         }
         util.to_disk(path, serialize, exclude)
 
@@ -183,7 +189,7 @@ class PerceptronPipe(TrainablePipe):
         deserialize = {
             "cfg": lambda p: self.cfg.update(srsly.read_json(p)),
             "vocab": lambda p: self.vocab.from_disk(p, exclude=exclude),
-            "model": lambda p: self._load_model_bytes(Path(p).read_bytes()),
+            "model": self._load_model_file,
         }
         util.from_disk(path, deserialize, exclude)
         return self

@@ -273,3 +273,55 @@ def test_table_grows_far_past_initial_buckets():
         assert w.get(k, i % 2) == float(i % 7 + 1)
         assert w.get(k, 1 - i % 2) == 0.0
     assert w.get(424242424242, 0) == 0.0   # absent keys are still absent
+
+
+def test_averaged_scores_on_the_fly_equal_the_materialized_average_to_the_bit():
+    rng = numpy.random.default_rng(11)
+    C = 5
+    keys = _random_keys(rng, 20)
+    w = AveragedWeights(C, 64)
+    _random_training(w, rng, 60, keys, C, [], {})
+    w.set_use_averages(True)
+    on_the_fly = w.score(keys)
+    assert not w.averages_materialized
+    w.average()
+    assert w.averages_materialized
+    assert numpy.array_equal(w.score(keys), on_the_fly)
+    saved_keys, saved = w.to_arrays(averaged=True, prune=False)
+    for key, row in zip(saved_keys.tolist(), saved):   # what is saved is what was scored
+        assert numpy.array_equal(w.score([key]), row)
+    w.next_example()            # the clock moves: the copy is stale and is not read
+    assert not w.averages_materialized
+    assert not numpy.array_equal(w.score(keys), on_the_fly)
+
+
+def test_accumulators_exist_only_once_something_is_trained():
+    w = AveragedWeights(3, 64)
+    assert not w.has_accumulators
+    w.load_arrays(numpy.array([5, 9], dtype=numpy.uint64), numpy.ones((2, 3), dtype=numpy.float32))
+    assert not w.has_accumulators           # a loaded model is its own average
+    w.set_use_averages(True)
+    assert list(w.score([5, 9])) == [2.0, 2.0, 2.0]
+    w.next_example()
+    w.set_use_averages(False)
+    w.add(5, 1, 1.0)                         # training it further starts the accumulators
+    assert w.has_accumulators
+    w.next_example()
+    assert w.get(5, 1, averaged=True) == pytest.approx(1.5)
+    assert w.get(5, 0, averaged=True) == 1.0
+
+
+def test_sorted_rows_and_gather_are_to_arrays_in_slices():
+    rng = numpy.random.default_rng(12)
+    C = 4
+    keys = _random_keys(rng, 30)
+    w = AveragedWeights(C, 64)
+    _random_training(w, rng, 50, keys, C, [], {})
+    for averaged in (True, False):
+        k_all, weights = w.to_arrays(averaged=averaged)
+        k_rows, rows = w.sorted_rows(averaged=averaged)
+        assert numpy.array_equal(k_all, k_rows)
+        pieces = [w.gather(rows[i:i + 7], averaged=averaged) for i in range(0, len(rows), 7)]
+        assert numpy.array_equal(numpy.concatenate(pieces), weights)
+    with pytest.raises(IndexError):
+        w.gather(numpy.array([w.n_rows], dtype=numpy.int64))
