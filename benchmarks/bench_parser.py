@@ -9,6 +9,8 @@ child process (peak RSS of that child alone):
 2. ``structperc_parser`` / ``default``: ``spacy train configs/parser.cfg`` (structperc_tagger +
    structperc_parser, the parser trained on the tagger's predicted tags), evaluated on test with
    the pipeline's predicted tags; ``default, gold tags`` is the same model on gold tags;
+   ``beam``: the same with ``configs/parser_beam.cfg`` (beam search, max-violation), the most
+   accurate setting (``parser.cfg with beam W, max-violation``);
 3. the grid, trained in-process (no ``spacy train``) so that every epoch is evaluated on dev:
    lookahead depth 0-3 (tsuruoka2011 Table 4) and beam widths x update methods (huang2012
    Figs. 5-6). These parsers train on gold tags and are evaluated on test twice: with the tags
@@ -49,13 +51,19 @@ DATASET = "ud_en_ewt"
 PTB = "ptb_sample_dep"
 OURS = "structperc_parser"
 SPLIT_FILES = {"train": "*-ud-train.conllu", "dev": "*-ud-dev.conllu", "test": "*-ud-test.conllu"}
-PARTS = ("spacy", "default", "grid", "ptb")
+PARTS = ("spacy", "default", "beam", "grid", "ptb")
+BEAM_CONFIG = "parser_beam.cfg"   # the most accurate setting: configs/parser.cfg with a beam
 
 GRID: List[Dict[str, Any]] = (
     [{"setting": f"lookahead {d}", "cfg": {"decoder": "greedy", "lookahead_depth": d}} for d in (0, 1, 2, 3)]
     + [{"setting": f"beam {w}, {u}", "cfg": {"decoder": "beam", "beam_width": w, "update": u,
                                             "label_candidates": 2}}
        for u in ("early", "max-violation", "standard") for w in (1, 4, 8)]
+    # The standard rows above collapse through BREAK (closing a sentence early, which a Doc
+    # without sentence boundaries allows); with the boundaries given there is no BREAK, as in
+    # huang2012, whose sentences are given.
+    + [{"setting": "beam 8, standard, sentences given", "sentences": True,
+        "cfg": {"decoder": "beam", "beam_width": 8, "update": "standard", "label_candidates": 2}}]
 )
 GRID_EPOCHS = 8
 QUICK_LIMITS = {"train": 800, "dev": 200, "test": 300}
@@ -98,11 +106,14 @@ def prepare_data(data_dir: Path, work_dir: Path, quick: bool) -> Dict[str, str]:
     return paths
 
 
-def _tagged_copies(docs, vocab, tags=None):
+def _tagged_copies(docs, vocab, tags=None, sentences: bool = False):
+    """Words and tags (gold, or those of `tags`) of `docs`; with `sentences`, each Doc is marked
+    as one sentence (so the parser parses it as given, with no BREAK)."""
     from spacy.tokens import Doc
 
     return [Doc(vocab, words=[t.text for t in d], spaces=[bool(t.whitespace_) for t in d],
-                tags=[t.tag_ for t in (tags[i] if tags is not None else d)])
+                tags=[t.tag_ for t in (tags[i] if tags is not None else d)],
+                sent_starts=[True] + [False] * (len(d) - 1) if sentences and len(d) else None)
             for i, d in enumerate(docs)]
 
 
@@ -177,7 +188,7 @@ def run_default(paths: Dict[str, str], out_dir: str, config: str, overrides: Seq
             "details": {"train": run, "test_tag_acc": tag_acc, "overrides": list(overrides)}}
 
 
-def _train_loop(nlp, parser, train, dev_docs, epochs: int, seed: int = 0):
+def _train_loop(nlp, parser, train, dev_docs, epochs: int, seed: int = 0, sentences: bool = False):
     """Online passes over `train` (Examples), dev scores after each epoch (gold tags)."""
     import random
 
@@ -193,7 +204,7 @@ def _train_loop(nlp, parser, train, dev_docs, epochs: int, seed: int = 0):
             for i in range(0, len(order), 100):
                 parser.update(order[i:i + 100], losses=losses)
         seconds += t.seconds
-        preds = list(parser.pipe(_tagged_copies(dev_docs, nlp.vocab), batch_size=1000))
+        preds = list(parser.pipe(_tagged_copies(dev_docs, nlp.vocab, sentences=sentences), batch_size=1000))
         point = {"epoch": epoch + 1, "seconds": round(seconds, 1), **_score(preds, dev_docs),
                  "updates": losses.get(f"{OURS}_updates", 0.0), "loss": losses.get(OURS, 0.0)}
         if f"{OURS}_invalid_updates" in losses:
@@ -218,7 +229,7 @@ def _make_parser(cfg: Dict[str, Any], clusters: bool):
 
 def run_grid_point(paths: Dict[str, str], setting: str, cfg: Dict[str, Any], epochs: int,
                    tagger_model: Optional[str], clusters: bool = True,
-                   predict_repeats: int = 1) -> Dict[str, Any]:
+                   predict_repeats: int = 1, sentences: bool = False) -> Dict[str, Any]:
     from spacy.training import Example
 
     nlp, parser = _make_parser(cfg, clusters)
@@ -226,10 +237,10 @@ def run_grid_point(paths: Dict[str, str], setting: str, cfg: Dict[str, Any], epo
     train_docs = C.load_docs(Path(paths["train"]), vocab)
     dev_docs = C.load_docs(Path(paths["dev"]), vocab)
     test_docs = C.load_docs(Path(paths["test"]), vocab)
-    train = [Example(d2, d) for d, d2 in zip(train_docs, _tagged_copies(train_docs, vocab))]
+    train = [Example(d2, d) for d, d2 in zip(train_docs, _tagged_copies(train_docs, vocab, sentences=sentences))]
     nlp.initialize(lambda: train)
-    curve, seconds = _train_loop(nlp, parser, train, dev_docs, epochs)
-    gold_tagged = lambda: _tagged_copies(test_docs, vocab)  # noqa: E731
+    curve, seconds = _train_loop(nlp, parser, train, dev_docs, epochs, sentences=sentences)
+    gold_tagged = lambda: _tagged_copies(test_docs, vocab, sentences=sentences)  # noqa: E731
     preds, wps = _time_parse(parser, gold_tagged, predict_repeats)
     gold_scores = _score(preds, test_docs)
     metrics = dict(gold_scores)
@@ -239,7 +250,7 @@ def run_grid_point(paths: Dict[str, str], setting: str, cfg: Dict[str, Any], epo
 
         tagger_nlp = spacy.load(tagger_model, vocab=vocab, exclude=["parser"])
         tagged = list(tagger_nlp.pipe(C.unannotated_copies(test_docs, vocab), batch_size=1000))
-        pred_tag_docs = _tagged_copies(test_docs, vocab, tags=tagged)
+        pred_tag_docs = _tagged_copies(test_docs, vocab, tags=tagged, sentences=sentences)
         metrics = _score(list(parser.pipe(pred_tag_docs, batch_size=1000)), test_docs)
         extra_rows[f"{setting}, gold tags"] = gold_scores
     metrics.update({"train_seconds": seconds, "predict_wps": wps})
@@ -440,6 +451,16 @@ def main(argv=None) -> int:
                       "setting": args.default_setting,
                       "config": str(args.default_config or C.REPO_ROOT / "configs" / "parser.cfg"),
                       "overrides": gold_preproc + quick_train}))
+    if "beam" in parts:
+        beam_config = C.REPO_ROOT / "configs" / BEAM_CONFIG
+        from spacy.util import load_config
+
+        width = load_config(beam_config)["components"]["parser"]["beam_width"]
+        beam_setting = f"parser.cfg with beam {width}, max-violation"
+        jobs.append((OURS, beam_setting, DATASET, "run_default",
+                     {"paths": paths, "out_dir": str(run_dir / C.slug(beam_setting)),
+                      "setting": beam_setting, "config": str(beam_config),
+                      "overrides": gold_preproc + quick_train}))
     if "grid" in parts:
         wanted = {s.strip() for s in args.grid.split(";")} if args.grid else None
         for point in GRID:
@@ -448,7 +469,8 @@ def main(argv=None) -> int:
             n_epochs = QUICK_EPOCHS if args.quick else int(per_setting.get(point["setting"], epochs))
             jobs.append((OURS, point["setting"], DATASET, "run_grid_point",
                          {"paths": paths, "setting": point["setting"], "cfg": point["cfg"],
-                          "epochs": n_epochs, "tagger_model": args.tagger_model or default_model}))
+                          "epochs": n_epochs, "tagger_model": args.tagger_model or default_model,
+                          "sentences": point.get("sentences", False)}))
     if "ptb" in parts:
         jobs.append((OURS, None, PTB, "run_ptb",
                      {"folder": str(ptb_dir), "epochs": QUICK_EPOCHS if args.quick else 10}))
