@@ -59,8 +59,9 @@ HELDOUT = 1000
 #   0.941-0.943 with edges, more window, word/POS conjunctions or suffixes;
 # - the global (beam) update makes the clusters pay: beam 4 0.9422 -> 0.9460 with clusters,
 #   beam 3 with clusters 0.9463 (the default: faster than beam 4, same F1);
-# - edges (t-1 x neighbours' words and POS) add ~0.1-0.2 with wide beams or Viterbi: beam 8
-#   0.9475, Viterbi order 2 0.9476, beam 16 0.9484 (10 epochs).
+# - edges (t-1 x neighbours' words and POS) add ~0.15 with wide beams or Viterbi: beam 8
+#   0.9458 -> 0.9475, Viterbi order 2 0.9461 -> 0.9476 (beam 16 0.9484 at 10 epochs), but
+#   nothing at beam 4 (0.9460 -> 0.9461); greedy depth 1 with clusters 0.9466, with edges 0.9461.
 EARLIER_DEFAULT_MODEL = {"@architectures": "spacy-structperc.AveragedPerceptron.v1", "n_buckets": 1048576,
                          "features": {"@misc": "spacy-structperc.chunker_features.v1", "clusters": False}}
 EDGES_MODEL = {"@architectures": "spacy-structperc.AveragedPerceptron.v1", "n_buckets": 1048576,
@@ -350,7 +351,9 @@ def make_plots(results_path: Path, out_dir: Path) -> List[Path]:
     ax.plot([p[0] for p in points], [p[1] for p in points], "o-", color="C0", label="chunk F1 (test)")
     for row in data.get("rows", []):
         if row["system"] == "crfsuite" and row["metric"] == "spans_chunks_f":
-            ax.axhline(row["value"] * 100, color="C2", ls="--", label="CRFsuite F1")
+            clusters = "clusters" in row["setting"]
+            ax.axhline(row["value"] * 100, color="C3" if clusters else "C2", ls="-." if clusters else "--",
+                       label="CRFsuite + clusters F1" if clusters else "CRFsuite F1")
     ax.set_xlabel("lookahead depth")
     ax.set_xticks([p[0] for p in points])
     ax.set_ylabel("chunk F1 on test (%)")
@@ -362,7 +365,7 @@ def make_plots(results_path: Path, out_dir: Path) -> List[Path]:
         ax2.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:,.0f}"))
         ax2.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax2.set_ylabel("prediction words/s (log scale)", color="C1")
-    ax.set_title(f"{OURS}: greedy decoding with lookahead\nCoNLL-2000 test{tag}")
+    ax.set_title(f"{OURS}: greedy decoding with lookahead\nCoNLL-2000 test, Brown-cluster features{tag}")
     ax.grid(alpha=0.3)
     handles = ax.get_legend_handles_labels()[0] + ax2.get_legend_handles_labels()[0]
     ax.legend(handles, [h.get_label() for h in handles], loc="lower center")
