@@ -25,7 +25,7 @@ Examples (from the repo root)::
     python benchmarks/bench_chunker.py --quick            # smoke run on slices
     python benchmarks/bench_chunker.py                    # everything
     python benchmarks/bench_chunker.py --only crfsuite,structperc_chunker
-    python benchmarks/bench_chunker.py --tune --margins 0,10,40 --epochs 12   # held-out curves
+    python benchmarks/bench_chunker.py --tune --depths 0,1 --margins 0,10,40 --epochs 12   # held-out curves
     python benchmarks/bench_chunker.py --tune --beam-widths 2,3,4 --epochs 12
     python benchmarks/bench_chunker.py --plots-only
 
@@ -397,8 +397,8 @@ def parse_args(argv=None):
                    + "; or 'structperc_chunker:SETTING[;SETTING]' (last)")
     p.add_argument("--epochs", type=int, default=None, help=f"our epochs (default {DEFAULT_EPOCHS})")
     p.add_argument("--tune", action="store_true",
-                   help="held-out curves only: F1 per epoch of our default setting per --margins, or of "
-                        "the --depths and --beam-widths given")
+                   help="held-out curves only: F1 per epoch of our default setting, or of greedy decoding "
+                        "at --depths x --margins and beam search at --beam-widths")
     p.add_argument("--margins", type=_csv(float), default=[40.0])
     p.add_argument("--depths", type=_csv(int), default=None,
                    help="with --tune: greedy decoding at these lookahead depths (x --margins)")
@@ -432,7 +432,9 @@ def main(argv=None) -> int:
         grid = [{"decoder": "greedy", "lookahead_depth": d, "margin": m}
                 for d in (args.depths or []) for m in args.margins]
         grid += [{"decoder": "beam", "beam_width": w} for w in (args.beam_widths or [])]
-        for config in grid or [{"margin": m} for m in args.margins]:
+        # Margins apply to the greedy decoder only; with neither --depths nor --beam-widths, the
+        # default setting's curve (beam 3, where a margin would change nothing).
+        for config in grid or [{}]:
             name = f"tune-{C.slug(json.dumps(config))}-e{epochs}"
             res = C.run_child(me, "run_structperc",
                               {"data": data, "config": config, "epochs": epochs, "train_part": "train",
