@@ -2,12 +2,14 @@
 
 One run, on CoNLL-2000 (gold POS tags from the data, one Doc per sentence):
 
-1. our chunker (structperc_chunker) at lookahead depth 0, 1 and 2, with second-order Viterbi and
-   with beam 4 / max-violation: trained in-process (Python loop over nlp.update, examples
+1. our chunker (structperc_chunker): the factory default (beam 3, max-violation, Brown clusters),
+   the earlier default (greedy, no clusters), and with the default features at lookahead depth
+   0, 1 and 2, with second-order Viterbi and with beam 4 / max-violation; beam 8 and Viterbi also
+   with the label-bigram `edges` features: trained in-process (Python loop over nlp.update, examples
    shuffled each epoch, batches of ~1,000 words) on the whole training file, for the number of
    epochs chosen on the held-out split (the last 1,000 training sentences; see --tune);
 2. CRFsuite, first order, with the same observation features (the label-history conjunctions
-   excepted, which a first-order CRF cannot have);
+   excepted, which a first-order CRF cannot have), without and with the Brown-cluster features;
 3. spaCy's built-in `ner` (CPU efficiency config from `spacy init config`) trained with
    `spacy train` on the chunks as entities: all but the last 1,000 training sentences, with
    those as its dev set (spaCy needs one);
@@ -23,7 +25,8 @@ Examples (from the repo root)::
     python benchmarks/bench_chunker.py --quick            # smoke run on slices
     python benchmarks/bench_chunker.py                    # everything
     python benchmarks/bench_chunker.py --only crfsuite,structperc_chunker
-    python benchmarks/bench_chunker.py --tune --margins 0,10,40 --epochs 12   # held-out curves
+    python benchmarks/bench_chunker.py --tune --depths 0,1 --margins 0,10,40 --epochs 12   # held-out curves
+    python benchmarks/bench_chunker.py --tune --beam-widths 2,3,4 --epochs 12
     python benchmarks/bench_chunker.py --plots-only
 
 The data dir defaults to ``$STRUCTPERC_DATA/conll2000``, else ``../shared/data/conll2000``.
@@ -48,20 +51,36 @@ OURS = "structperc_chunker"
 SYSTEMS = ("spacy_ner", "crfsuite", OURS)
 HELDOUT = 1000
 
-# Our settings: "config" is passed to nlp.add_pipe over the factory defaults (greedy, lookahead 0,
-# margin 40). Margin and epochs were chosen on the held-out split with
-# `--tune --depths 0,1 --margins 0,10,40,100 --epochs 12`: margin 40 was best at both depths
-# (held-out F1 after 12 epochs: depth 0 0.9394 / 0.9404 / 0.9431 / 0.9408, depth 1
-# 0.9412 / 0.9420 / 0.9457 / 0.9431), and F1 was still creeping up at 10-12 epochs.
-FIRST_ORDER_FEATURES = {"@misc": "spacy-structperc.chunker_features.v1", "history": 1}
+# Our settings: "config" is passed to nlp.add_pipe over the factory defaults (beam 3,
+# max-violation, words + POS + Brown clusters). Chosen on the held-out split (the last 1,000
+# training sentences, 12 epochs; F1 there):
+# - greedy decoding plateaus whatever is added: 0.9431 (no clusters, margin 40, the best margin
+#   of 0/10/40/100 at depths 0 and 1), 0.9439 with clusters, 0.9442 with clusters at margin 100,
+#   0.941-0.943 with edges, more window, word/POS conjunctions or suffixes;
+# - the global (beam) update makes the clusters pay: beam 4 0.9422 -> 0.9460 with clusters,
+#   beam 3 with clusters 0.9463 (the default: faster than beam 4, same F1);
+# - edges (t-1 x neighbours' words and POS) add ~0.15 with wide beams or Viterbi: beam 8
+#   0.9458 -> 0.9475, Viterbi order 2 0.9461 -> 0.9476 (beam 16 0.9484 at 10 epochs), but
+#   nothing at beam 4 (0.9460 -> 0.9461); greedy depth 1 with clusters 0.9466, with edges 0.9461.
+EARLIER_DEFAULT_MODEL = {"@architectures": "spacy-structperc.AveragedPerceptron.v1", "n_buckets": 1048576,
+                         "features": {"@misc": "spacy-structperc.chunker_features.v1", "clusters": False}}
+EDGES_MODEL = {"@architectures": "spacy-structperc.AveragedPerceptron.v1", "n_buckets": 1048576,
+               "features": {"@misc": "spacy-structperc.chunker_features.v1", "clusters": True,
+                            "edges": True}}
 STRUCTPERC_SETTINGS: List[Dict[str, Any]] = [
     {"setting": "default", "config": {}},
+    {"setting": "greedy, lookahead 0, no clusters (earlier default)",
+     "config": {"decoder": "greedy", "lookahead_depth": 0, "model": EARLIER_DEFAULT_MODEL}},
     {"setting": "greedy, lookahead 0", "config": {"decoder": "greedy", "lookahead_depth": 0}},
     {"setting": "greedy, lookahead 1", "config": {"decoder": "greedy", "lookahead_depth": 1}},
     {"setting": "greedy, lookahead 2", "config": {"decoder": "greedy", "lookahead_depth": 2}},
     {"setting": "viterbi, order 2", "config": {"decoder": "viterbi", "order": 2}},
     {"setting": "beam 4, max-violation",
      "config": {"decoder": "beam", "beam_width": 4, "update": "max-violation"}},
+    {"setting": "beam 8, max-violation, edges",
+     "config": {"decoder": "beam", "beam_width": 8, "update": "max-violation", "model": EDGES_MODEL}},
+    {"setting": "viterbi, order 2, edges",
+     "config": {"decoder": "viterbi", "order": 2, "model": EDGES_MODEL}},
 ]
 DEFAULT_EPOCHS = 12
 
@@ -164,8 +183,15 @@ def run_structperc(data: Dict[str, str], config: Dict[str, Any], epochs: int, tr
                         "train_sentences": len(examples), "model_bytes": len(chunker.to_bytes())}}
 
 
-def crf_token_features(doc) -> List[List[str]]:
-    """The observation features of spacy-structperc.chunker_features.v1 (pos = true)."""
+def _crf_clusters() -> Dict[int, int]:
+    from spacy_structperc.model import _nonzero_clusters
+
+    return _nonzero_clusters("en")
+
+
+def crf_token_features(doc, clusters: Optional[Dict[int, int]] = None) -> List[List[str]]:
+    """The observation features of spacy-structperc.chunker_features.v1 (pos = true); with
+    `clusters` (word hash -> Brown cluster), also its cluster features (clusters = true)."""
     words = [t.text.lower() for t in doc]
     tags = [t.tag_ for t in doc]
     n = len(words)
@@ -175,6 +201,19 @@ def crf_token_features(doc) -> List[List[str]]:
 
     def p(i):
         return tags[i] if 0 <= i < n else ("<s>" if i < 0 else "</s>")
+
+    if clusters is not None:
+        # As AtomExtractor.cluster_of: the word's cluster, else its lowercase form's.
+        from spacy.strings import hash_string
+
+        def cluster(text):
+            c = clusters.get(hash_string(text)) or clusters.get(hash_string(text.lower()), 0)
+            return bin(c)[2:] if c else ""
+
+        bits = [cluster(t.text) for t in doc]
+
+        def bits_at(i):
+            return bits[i] if 0 <= i < n else ""
 
     seq = []
     for i in range(n):
@@ -186,6 +225,11 @@ def crf_token_features(doc) -> List[List[str]]:
              "p-2p-1p0=" + "|".join((p(i - 2), p(i - 1), p(i))),
              "p-1p0p+1=" + "|".join((p(i - 1), p(i), p(i + 1))),
              "p0p+1p+2=" + "|".join((p(i), p(i + 1), p(i + 2)))]
+        if clusters is not None:
+            f.extend(f"c{k}_0=" + bits[i][:k] for k in (4, 6, 10, 20) if bits[i])
+            f.extend(f"{name}=" + value for name, value in (
+                ("cl0", bits[i]), ("c6-1", bits_at(i - 1)[:6]), ("cl-1", bits_at(i - 1)),
+                ("c6+1", bits_at(i + 1)[:6]), ("cl+1", bits_at(i + 1))) if value)
         seq.append(f)
     return seq
 
@@ -209,10 +253,11 @@ def run_crfsuite(data: Dict[str, str], out_dir: str, params: Dict[str, Any], eva
     out.mkdir(parents=True, exist_ok=True)
     vocab = Vocab()
     train = _docs(data["train"], train_part, limits.get("train", 0), vocab)
+    clusters = _crf_clusters() if params.get("clusters") else None
     with C.Timer() as t_train:
         trainer = pycrfsuite.Trainer(algorithm=params["algorithm"], verbose=False)
         for doc in train:
-            trainer.append(crf_token_features(doc), _iob(doc))
+            trainer.append(crf_token_features(doc, clusters), _iob(doc))
         trainer.set_params({"c1": params["c1"], "c2": params["c2"],
                             "max_iterations": params["max_iterations"],
                             "feature.possible_transitions": True})
@@ -226,14 +271,14 @@ def run_crfsuite(data: Dict[str, str], out_dir: str, params: Dict[str, Any], eva
         docs = _inputs(gold, vocab)
         with C.Timer() as t:
             for doc in docs:
-                tags = tagger.tag(crf_token_features(doc))
+                tags = tagger.tag(crf_token_features(doc, clusters))
                 doc.spans["chunks"] = [Span(doc, s, e, label) for s, e, label in iob_to_chunks(tags)]
         first = docs if first is None else first
         best = min(best, t.seconds)
     metrics = _score(first, gold)
     metrics.update({"train_seconds": t_train.seconds, "predict_wps": C.count_tokens(gold) / best})
     setting = (f"1st-order, {params['algorithm']} c1={params['c1']} c2={params['c2']}, "
-               f"{params['max_iterations']} iters")
+               f"{params['max_iterations']} iters" + (", Brown clusters" if params.get("clusters") else ""))
     return {"setting": setting, "metrics": metrics, "details": {"params": params}}
 
 
@@ -306,7 +351,9 @@ def make_plots(results_path: Path, out_dir: Path) -> List[Path]:
     ax.plot([p[0] for p in points], [p[1] for p in points], "o-", color="C0", label="chunk F1 (test)")
     for row in data.get("rows", []):
         if row["system"] == "crfsuite" and row["metric"] == "spans_chunks_f":
-            ax.axhline(row["value"] * 100, color="C2", ls="--", label="CRFsuite F1")
+            clusters = "clusters" in row["setting"]
+            ax.axhline(row["value"] * 100, color="C3" if clusters else "C2", ls="-." if clusters else "--",
+                       label="CRFsuite + clusters F1" if clusters else "CRFsuite F1")
     ax.set_xlabel("lookahead depth")
     ax.set_xticks([p[0] for p in points])
     ax.set_ylabel("chunk F1 on test (%)")
@@ -318,7 +365,7 @@ def make_plots(results_path: Path, out_dir: Path) -> List[Path]:
         ax2.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:,.0f}"))
         ax2.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax2.set_ylabel("prediction words/s (log scale)", color="C1")
-    ax.set_title(f"{OURS}: greedy decoding with lookahead\nCoNLL-2000 test{tag}")
+    ax.set_title(f"{OURS}: greedy decoding with lookahead\nCoNLL-2000 test, Brown-cluster features{tag}")
     ax.grid(alpha=0.3)
     handles = ax.get_legend_handles_labels()[0] + ax2.get_legend_handles_labels()[0]
     ax.legend(handles, [h.get_label() for h in handles], loc="lower center")
@@ -350,9 +397,12 @@ def parse_args(argv=None):
                    + "; or 'structperc_chunker:SETTING[;SETTING]' (last)")
     p.add_argument("--epochs", type=int, default=None, help=f"our epochs (default {DEFAULT_EPOCHS})")
     p.add_argument("--tune", action="store_true",
-                   help="held-out curves only: our default setting per --margins, F1 per epoch")
+                   help="held-out curves only: F1 per epoch of our default setting, or of greedy decoding "
+                        "at --depths x --margins and beam search at --beam-widths")
     p.add_argument("--margins", type=_csv(float), default=[40.0])
-    p.add_argument("--depths", type=_csv(int), default=None, help="with --tune: lookahead depths")
+    p.add_argument("--depths", type=_csv(int), default=None,
+                   help="with --tune: greedy decoding at these lookahead depths (x --margins)")
+    p.add_argument("--beam-widths", type=_csv(int), default=None, help="with --tune: beam widths")
     p.add_argument("--spacy-max-steps", type=int, default=None)
     p.add_argument("--predict-repeats", type=int, default=3)
     p.add_argument("--plots-only", action="store_true")
@@ -379,22 +429,23 @@ def main(argv=None) -> int:
 
     if args.tune:
         out = []
-        for depth in (args.depths or [None]):
-            for margin in args.margins:
-                config = {"margin": margin}
-                if depth is not None:
-                    config["lookahead_depth"] = depth
-                name = f"tune-{C.slug(json.dumps(config))}-e{epochs}"
-                res = C.run_child(me, "run_structperc",
-                                  {"data": data, "config": config, "epochs": epochs, "train_part": "train",
-                                   "eval_path": data["train"], "eval_part": "heldout", "limits": limits,
-                                   "eval_each_epoch": True},
-                                  log_path=run_dir / "logs" / f"{name}.log")
-                curve = res["details"]["curve"]
-                best = max(curve, key=lambda c: c["spans_chunks_f"])
-                print(f"  {config}: " + " ".join(f"{c['spans_chunks_f']:.4f}" for c in curve)
-                      + f"  best epoch {best['epoch']}", flush=True)
-                out.append({"config": config, "curve": curve})
+        grid = [{"decoder": "greedy", "lookahead_depth": d, "margin": m}
+                for d in (args.depths or []) for m in args.margins]
+        grid += [{"decoder": "beam", "beam_width": w} for w in (args.beam_widths or [])]
+        # Margins apply to the greedy decoder only; with neither --depths nor --beam-widths, the
+        # default setting's curve (beam 3, where a margin would change nothing).
+        for config in grid or [{}]:
+            name = f"tune-{C.slug(json.dumps(config))}-e{epochs}"
+            res = C.run_child(me, "run_structperc",
+                              {"data": data, "config": config, "epochs": epochs, "train_part": "train",
+                               "eval_path": data["train"], "eval_part": "heldout", "limits": limits,
+                               "eval_each_epoch": True},
+                              log_path=run_dir / "logs" / f"{name}.log")
+            curve = res["details"]["curve"]
+            best = max(curve, key=lambda c: c["spans_chunks_f"])
+            print(f"  {config}: " + " ".join(f"{c['spans_chunks_f']:.4f}" for c in curve)
+                  + f"  best epoch {best['epoch']}", flush=True)
+            out.append({"config": config, "curve": curve})
         (run_dir / "tune.json").write_text(json.dumps(out, indent=1))
         print(f"done in {time.time() - t_start:.0f}s")
         return 0
@@ -414,10 +465,13 @@ def main(argv=None) -> int:
                 jobs.append((OURS, s["setting"], "run_structperc",
                              dict(common, config=s["config"], epochs=epochs, train_part="all")))
     if "crfsuite" in systems:
-        params = dict(CRF_PARAMS)
-        if args.quick:
-            params["max_iterations"] = QUICK_CRF_ITERATIONS
-        jobs.append(("crfsuite", None, "run_crfsuite", dict(common, out_dir=str(run_dir / "crfsuite"), params=params)))
+        for clusters in (False, True):
+            params = dict(CRF_PARAMS, clusters=clusters)
+            if args.quick:
+                params["max_iterations"] = QUICK_CRF_ITERATIONS
+            name = "crfsuite-clusters" if clusters else "crfsuite"
+            jobs.append(("crfsuite", None, "run_crfsuite",
+                         dict(common, out_dir=str(run_dir / name), params=params), name))
     if "spacy_ner" in systems:
         steps = args.spacy_max_steps or (QUICK_SPACY_STEPS if args.quick else None)
         extra = ["--training.eval_frequency", "100"] if args.quick else []
@@ -427,8 +481,8 @@ def main(argv=None) -> int:
     command = "python benchmarks/bench_chunker.py " + " ".join(
         shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
     new_rows, details, errors, done = [], {}, {}, []
-    for n, (system, setting, func, kwargs) in enumerate(jobs, 1):
-        label = f"{system} | {setting}" if setting else system
+    for n, (system, setting, func, kwargs, *name) in enumerate(jobs, 1):
+        label = f"{system} | {setting}" if setting else (name[0] if name else system)
         log = run_dir / "logs" / f"{C.slug(label)}.log"
         print(f"[{n}/{len(jobs)}] {label} (log: {log})", flush=True)
         res = C.run_job(me, func, kwargs, label, log, errors)

@@ -61,19 +61,23 @@ n_buckets = 1048576
 pos = true
 history = 2
 history_features = true
+clusters = true
 """)["model"]
 
 
+# Default: beam 3 with max-violation updates over words, POS and Brown clusters (CoNLL-2000
+# held-out F1 0.9463, against 0.9431 for the earlier default of greedy decoding without clusters,
+# which stays available as decoder = "greedy", clusters = false).
 @Language.factory(
     "structperc_chunker",
     assigns=["doc.spans"],
     default_config={
         "model": DEFAULT_CHUNKER_MODEL,
         "spans_key": "chunks",
-        "decoder": "greedy",
+        "decoder": "beam",
         "lookahead_depth": 0,
         "order": 2,
-        "beam_width": 4,
+        "beam_width": 3,
         "update": "max-violation",
         "margin": 40.0,
         "direction": "ltr",

@@ -297,13 +297,21 @@ def _word_and_pos_window(window: int, pos: bool) -> List[dict]:
 
 
 def chunker_templates(pos: bool = True, history: int = 2, history_features: bool = True,
-                      window: int = 2, affixes: bool = False) -> List[dict]:
+                      window: int = 2, affixes: bool = False, clusters: bool = False,
+                      edges: bool = False) -> List[dict]:
     """Chunking templates after Sha & Pereira (2003) as used by Tsuruoka et al. (2009, 2011).
 
     Words w-2..w+2, w-1w0, w0w+1; POS p-2..p+2, p-2p-1, p-1p0, p0p+1, p+1p+2, p-2p-1p0,
     p-1p0p+1, p0p+1p+2; chunk-tag history t-1, t-2t-1 (history = 2), and t-1 conjoined with
     w0 and p0 (history_features). pos = false chunks from words alone (no token.tag_ needed);
     affixes adds suffix and shape features, which help most then.
+
+    clusters: Brown-cluster features (Koo et al. 2008; Turian et al. 2010): the 4-, 6-, 10- and
+    20-bit prefixes and the full path of w0's cluster, the 6-bit prefix and full path of w-1's
+    and w+1's, and (with history_features) t-1 conjoined with w0's 6-bit prefix.
+    edges: t-1 conjoined with the neighbours' words (w-1, w+1) and POS (p-1, p+1, p-1p0,
+    p0p+1, p-1p0p+1), as Sha & Pereira's label-bigram features; they need history >= 1 and
+    pay off with the global decoders (beam, viterbi) more than with greedy decoding.
     """
     t = [template("bias", (0, "bias"))]
     t.extend(_word_and_pos_window(window, pos))
@@ -314,6 +322,12 @@ def chunker_templates(pos: bool = True, history: int = 2, history_features: bool
         t.append(template("sshape-1,sshape0,sshape+1", (-1, "short_shape"), (0, "short_shape"), (1, "short_shape")))
         t.append(template("s3-1", (-1, "s3")))
         t.append(template("s3+1", (1, "s3")))
+    if clusters:
+        for name in ("c4", "c6", "c10", "c20", "cluster"):
+            t.append(template(f"{name}0", (0, name)))
+        for k in (-1, 1):
+            t.append(template(f"c6{k:+d}", (k, "c6")))
+            t.append(template(f"cluster{k:+d}", (k, "cluster")))
     if history >= 1:
         t.append(template("t-1", ("hist", 1)))
     if history >= 2:
@@ -324,6 +338,17 @@ def chunker_templates(pos: bool = True, history: int = 2, history_features: bool
             t.append(template("t-1,p0", ("hist", 1), (0, "tag")))
         elif affixes:
             t.append(template("t-1,s3", ("hist", 1), (0, "s3")))
+        if clusters:
+            t.append(template("t-1,c6", ("hist", 1), (0, "c6")))
+    if edges and history >= 1:
+        t.append(template("t-1,w-1", ("hist", 1), (-1, "lower")))
+        t.append(template("t-1,w+1", ("hist", 1), (1, "lower")))
+        if pos:
+            t.append(template("t-1,p-1", ("hist", 1), (-1, "tag")))
+            t.append(template("t-1,p+1", ("hist", 1), (1, "tag")))
+            t.append(template("t-1,p-1,p0", ("hist", 1), (-1, "tag"), (0, "tag")))
+            t.append(template("t-1,p0,p+1", ("hist", 1), (0, "tag"), (1, "tag")))
+            t.append(template("t-1,p-1,p0,p+1", ("hist", 1), (-1, "tag"), (0, "tag"), (1, "tag")))
     return t
 
 

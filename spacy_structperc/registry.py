@@ -50,14 +50,19 @@ def tagger_features_small(history: int = 1) -> List[dict]:
 
 @registry.misc("spacy-structperc.chunker_features.v1")
 def chunker_features(pos: bool = True, history: int = 2, history_features: bool = True,
-                     window: int = 2, affixes: bool = False) -> List[dict]:
+                     window: int = 2, affixes: bool = False, clusters: bool = False,
+                     edges: bool = False) -> List[dict]:
     """Word, POS and chunk-tag-history templates for chunking (Sha & Pereira 2003).
 
     pos: read token.tag_ (set upstream or by the corpus reader); false chunks from words only.
     history: previous chunk tags read (1 = bigram, decodable by first-order Viterbi; 2 = trigram).
     affixes: add suffix and word-shape features (useful with pos = false).
+    clusters: add Brown-cluster features of w-1..w+1 (from spacy-lookups-data at
+    initialization; stored in the model afterwards). The structperc_chunker factory turns them on.
+    edges: add the previous chunk tag conjoined with the neighbouring words and POS tags
+    (label-bigram features; worth their cost with the beam and Viterbi decoders).
     """
-    return chunker_templates(pos, history, history_features, window, affixes)
+    return chunker_templates(pos, history, history_features, window, affixes, clusters, edges)
 
 
 @registry.misc("spacy-structperc.ner_features.v1")

@@ -439,3 +439,83 @@ def test_spacy_train_cli_with_the_conll2000_reader(tmp_path):
     assert meta["performance"]["spans_chunks_f"] == 1.0
     loaded = spacy.load(best)
     assert chunks_of(loaded(input_docs(loaded.vocab)[2])) == TRAIN_DATA[2][2]
+
+
+# Brown clusters and label-bigram (edges) features ------------------------------------------------
+
+CLUSTER_ATOMS = {"c4", "c6", "c10", "c20", "cluster"}
+
+
+def _template_names(**features):
+    from spacy_structperc.registry import chunker_features
+    return [t["name"] for t in chunker_features(**features)]
+
+
+def test_chunker_features_clusters_and_edges_options():
+    from spacy_structperc.features import atoms_of
+    from spacy_structperc.registry import chunker_features
+
+    plain = chunker_features()
+    assert not CLUSTER_ATOMS & set(atoms_of(plain))      # off by default in the registered function
+    with_clusters = chunker_features(clusters=True)
+    assert CLUSTER_ATOMS <= set(atoms_of(with_clusters))
+    positions = {p[0] for t in with_clusters for p in t["parts"] if p[1] in CLUSTER_ATOMS}
+    assert positions == {-1, 0, 1}
+    assert "t-1,c6" in _template_names(clusters=True)
+    assert "t-1,c6" not in _template_names(clusters=True, history_features=False)
+    # Every template of the plain set is kept, so the option only adds.
+    assert [t["name"] for t in plain] == [n for n in _template_names(clusters=True) if n in {t["name"] for t in plain}]
+
+    edges = [t for t in chunker_features(edges=True) if t["name"] not in {s["name"] for s in plain}]
+    assert {t["name"] for t in edges} == {"t-1,w-1", "t-1,w+1", "t-1,p-1", "t-1,p+1", "t-1,p-1,p0",
+                                          "t-1,p0,p+1", "t-1,p-1,p0,p+1"}
+    assert all(t["parts"][0] == ["hist", 1] for t in edges)
+    assert {t["name"] for t in edges} - set(_template_names(edges=True, pos=False)) == \
+        {"t-1,p-1", "t-1,p+1", "t-1,p-1,p0", "t-1,p0,p+1", "t-1,p-1,p0,p+1"}
+    assert not [n for n in _template_names(edges=True, history=0) if n.startswith("t-")]
+
+
+def test_factory_default_is_beam_3_with_clusters():
+    nlp, chunker = make_nlp()
+    assert (chunker.cfg["decoder"], chunker.cfg["beam_width"], chunker.cfg["update"]) == \
+        ("beam", 3, "max-violation")
+    assert CLUSTER_ATOMS <= set(chunker.model.atom_names)
+    assert nlp.config["components"]["structperc_chunker"]["model"]["features"]["clusters"] is True
+    # configs/chunker.cfg says the same.
+    cfg = spacy.util.load_config(REPO_ROOT / "configs" / "chunker.cfg")["components"]["chunker"]
+    assert (cfg["decoder"], cfg["beam_width"], cfg["model"]["features"]["clusters"]) == ("beam", 3, True)
+    # The earlier default stays reachable.
+    _, old = make_nlp({"decoder": "greedy", "model": {"features": {"clusters": False}}})
+    assert old.cfg["decoder"] == "greedy" and not CLUSTER_ATOMS & set(old.model.atom_names)
+
+
+def _cluster_columns(chunker, words):
+    doc = Doc(chunker.vocab, words=words, tags=["NN"] * len(words))
+    atoms = chunker.model.atoms(doc)
+    cols = [chunker.model.atom_names.index(n) for n in sorted(CLUSTER_ATOMS)]
+    return atoms[:, cols]
+
+
+def test_clusters_are_read_at_initialize_and_saved_with_the_model(monkeypatch):
+    from spacy_structperc import model as model_module
+
+    nlp, chunker = make_nlp()
+    assert not chunker.model.clusters
+    train(nlp, n_iter=20)
+    assert len(chunker.model.clusters) > 100_000
+    expected = _predict(nlp)
+    assert expected == [c for _, _, c in TRAIN_DATA]
+    # Words with a Brown cluster get cluster atoms (capitalized too); a made-up word gets none.
+    values = _cluster_columns(chunker, ["company", "Company", "xqzvbnw"])
+    assert values[0].all() and values[1].all() and not values[2].any()
+
+    # A reloaded chunker needs no lookups package: the clusters come from its bytes.
+    def no_lookups(lang):
+        raise AssertionError("clusters must be read from the saved model")
+    monkeypatch.setattr(model_module, "_nonzero_clusters", no_lookups)
+    other = _same_pipeline(nlp)
+    other.from_bytes(nlp.to_bytes())
+    reloaded = other.get_pipe("structperc_chunker")
+    assert reloaded.model.clusters == chunker.model.clusters
+    assert (_cluster_columns(reloaded, ["company", "xqzvbnw"]) == values[[0, 2]]).all()
+    assert _predict(other) == expected
