@@ -50,7 +50,7 @@ def tagger_features_small(history: int = 1) -> List[dict]:
 
 @registry.misc("spacy-structperc.chunker_features.v1")
 def chunker_features(pos: bool = True, history: int = 2, history_features: bool = True,
-                     window: int = 2, affixes: bool = False, clusters: bool = False,
+                     window: int = 2, affixes: bool = False, clusters: bool = True,
                      edges: bool = False) -> List[dict]:
     """Word, POS and chunk-tag-history templates for chunking (Sha & Pereira 2003).
 
@@ -58,7 +58,7 @@ def chunker_features(pos: bool = True, history: int = 2, history_features: bool 
     history: previous chunk tags read (1 = bigram, decodable by first-order Viterbi; 2 = trigram).
     affixes: add suffix and word-shape features (useful with pos = false).
     clusters: add Brown-cluster features of w-1..w+1 (from spacy-lookups-data at
-    initialization; stored in the model afterwards). The structperc_chunker factory turns them on.
+    initialization; stored in the model afterwards); false for the templates of tsuruoka2011.
     edges: add the previous chunk tag conjoined with the neighbouring words and POS tags
     (label-bigram features; worth their cost with the beam and Viterbi decoders).
     """

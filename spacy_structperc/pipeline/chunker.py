@@ -2,9 +2,9 @@
 
 Chunks are written as spans to doc.spans[spans_key], labelled with their type (NP, VP, PP...).
 Internally each token gets one of 1 + 2 * n_types classes (O, B-X, I-X) and the decoders search
-only valid BIO sequences: I-X may only follow B-X or I-X. Decoding is beam search with
-max-violation updates by default (beam 3, huang2012), or greedy with depth-D lookahead and the
-margin perceptron (tsuruoka2011 §4.1), or exact Viterbi.
+only valid BIO sequences: I-X may only follow B-X or I-X. Decoding is greedy with depth-D
+lookahead and the margin perceptron by default (tsuruoka2011 §4.1), or exact Viterbi / beam
+search with violation-fixing updates (huang2012).
 """
 from typing import Iterable, List, Optional
 

@@ -455,8 +455,9 @@ def test_chunker_features_clusters_and_edges_options():
     from spacy_structperc.features import atoms_of
     from spacy_structperc.registry import chunker_features
 
-    plain = chunker_features()
-    assert not CLUSTER_ATOMS & set(atoms_of(plain))      # off by default in the registered function
+    plain = chunker_features(clusters=False)
+    assert not CLUSTER_ATOMS & set(atoms_of(plain))
+    assert CLUSTER_ATOMS <= set(atoms_of(chunker_features()))   # on by default, as in the factory
     with_clusters = chunker_features(clusters=True)
     assert CLUSTER_ATOMS <= set(atoms_of(with_clusters))
     positions = {p[0] for t in with_clusters for p in t["parts"] if p[1] in CLUSTER_ATOMS}
@@ -466,7 +467,7 @@ def test_chunker_features_clusters_and_edges_options():
     # Every template of the plain set is kept, so the option only adds.
     assert [t["name"] for t in plain] == [n for n in _template_names(clusters=True) if n in {t["name"] for t in plain}]
 
-    edges = [t for t in chunker_features(edges=True) if t["name"] not in {s["name"] for s in plain}]
+    edges = [t for t in chunker_features(edges=True, clusters=False) if t["name"] not in {s["name"] for s in plain}]
     assert {t["name"] for t in edges} == {"t-1,w-1", "t-1,w+1", "t-1,p-1", "t-1,p+1", "t-1,p-1,p0",
                                           "t-1,p0,p+1", "t-1,p-1,p0,p+1"}
     assert all(t["parts"][0] == ["hist", 1] for t in edges)
@@ -475,18 +476,18 @@ def test_chunker_features_clusters_and_edges_options():
     assert not [n for n in _template_names(edges=True, history=0) if n.startswith("t-")]
 
 
-def test_factory_default_is_beam_3_with_clusters():
+def test_factory_default_is_greedy_with_clusters():
+    # The default decoder: greedy history-based decoding with the margin perceptron.
     nlp, chunker = make_nlp()
-    assert (chunker.cfg["decoder"], chunker.cfg["beam_width"], chunker.cfg["update"]) == \
-        ("beam", 3, "max-violation")
+    assert (chunker.cfg["decoder"], chunker.cfg["lookahead_depth"], chunker.cfg["margin"]) == ("greedy", 0, 40.0)
     assert CLUSTER_ATOMS <= set(chunker.model.atom_names)
     assert nlp.config["components"]["structperc_chunker"]["model"]["features"]["clusters"] is True
     # configs/chunker.cfg says the same.
     cfg = spacy.util.load_config(REPO_ROOT / "configs" / "chunker.cfg")["components"]["chunker"]
-    assert (cfg["decoder"], cfg["beam_width"], cfg["model"]["features"]["clusters"]) == ("beam", 3, True)
+    assert (cfg["decoder"], cfg["lookahead_depth"], cfg["model"]["features"]["clusters"]) == ("greedy", 0, True)
     # The earlier default stays reachable.
-    _, old = make_nlp({"decoder": "greedy", "model": {"features": {"clusters": False}}})
-    assert old.cfg["decoder"] == "greedy" and not CLUSTER_ATOMS & set(old.model.atom_names)
+    _, old = make_nlp({"model": {"features": {"clusters": False}}})
+    assert not CLUSTER_ATOMS & set(old.model.atom_names)
 
 
 def _cluster_columns(chunker, words):
