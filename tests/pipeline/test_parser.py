@@ -380,14 +380,15 @@ def test_invalid_settings_raise_coded_errors():
 # The CLI ------------------------------------------------------------------------------------------
 
 @pytest.mark.slow
-def test_spacy_train_cli_on_tiny_corpus(tmp_path):
+@pytest.mark.parametrize("config", ["parser.cfg", "parser_beam.cfg"])
+def test_spacy_train_cli_on_tiny_corpus(tmp_path, config):
     nlp = spacy.blank("en")
     db = DocBin()
     for words, tags, heads, deps in TRAIN_DATA:
         db.add(reference(nlp.vocab, words, tags, heads, deps))
     db.to_disk(tmp_path / "train.spacy")
     db.to_disk(tmp_path / "dev.spacy")
-    cmd = ["train", str(REPO_ROOT / "configs" / "parser.cfg"), "--output", str(tmp_path / "out"),
+    cmd = ["train", str(REPO_ROOT / "configs" / config), "--output", str(tmp_path / "out"),
            "--paths.train", str(tmp_path / "train.spacy"), "--paths.dev", str(tmp_path / "dev.spacy"),
            "--training.max_epochs", "40", "--training.eval_frequency", "10",
            "--components.parser.min_label_freq", "1", "--components.parser.min_feature_freq", "1",
