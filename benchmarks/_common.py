@@ -537,6 +537,31 @@ def write_results(path: Path, component: str, rows: Sequence[Dict[str, Any]],
     return path
 
 
+def save_results(path: Path, component: str, new_rows: Sequence[Dict[str, Any]],
+                 details: Dict[str, Any], replace: Callable[[Dict[str, Any]], bool],
+                 errors: Dict[str, str], drop_detail: Optional[Callable[[str], bool]] = None,
+                 **settings: Any) -> None:
+    """Merge one run into the results file, under its lock: old rows that ``replace`` selects
+    (and any with a new row's key) give way to ``new_rows``, old details that ``drop_detail``
+    selects are dropped and ``details`` added; the run's ``settings`` (command, notes, ...),
+    machine, date and git revision replace the file's, and the run's errors are kept as
+    ``errors_last_run``. Nothing is written when the run made no rows."""
+    if not new_rows:
+        return
+    with locked(path):
+        old = load_results(path)
+        rows = merge_rows(old.get("rows", []), new_rows, replace)
+        all_details = {k: v for k, v in old.get("details", {}).items()
+                       if drop_detail is None or not drop_detail(k)}
+        all_details.update(details)
+        extra = {k: v for k, v in old.items() if k not in ("component", "rows", "details", "errors_last_run")}
+        extra.update(settings, machine=machine_info(), date=now_iso(), git=git_revision(), details=all_details)
+        if errors:
+            extra["errors_last_run"] = errors
+        write_results(path, component, rows, **extra)
+    print(f"wrote {path} ({len(new_rows)} new rows, {len(rows)} in all)")
+
+
 @contextlib.contextmanager
 def locked(path: Path):
     """An exclusive lock on ``path`` + ".lock" (fcntl), so that two benchmark runs finishing at

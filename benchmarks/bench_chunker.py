@@ -516,22 +516,9 @@ def main(argv=None) -> int:
     def is_replaced(row) -> bool:
         return any(row["system"] == s and (setting is None or row["setting"] == setting) for s, setting in done)
 
-    old = C.load_results(results_path)
-    rows = C.merge_rows(old.get("rows", []), new_rows, is_replaced)
-    all_details = dict(old.get("details", {}))
-    all_details.update(details)
-    extra = {k: v for k, v in old.items() if k not in ("component", "rows", "details")}
-    extra.update({"machine": C.machine_info(), "date": C.now_iso(), "git": C.git_revision(),
-                  "command": command, "quick": bool(args.quick), "epochs": epochs,
-                  "data": {"dir": str(data_dir), "heldout": HELDOUT}, "notes": NOTES,
-                  "details": all_details})
-    if errors:
-        extra["errors_last_run"] = errors
-    else:
-        extra.pop("errors_last_run", None)
-    if new_rows:
-        C.write_results(results_path, COMPONENT, rows, **extra)
-        print(f"wrote {results_path} ({len(new_rows)} new rows, {len(rows)} in all)")
+    C.save_results(results_path, COMPONENT, new_rows, details, is_replaced, errors,
+                   command=command, quick=bool(args.quick), epochs=epochs,
+                   data={"dir": str(data_dir), "heldout": HELDOUT}, notes=NOTES)
     for path in make_plots(results_path, results_dir):
         print(f"wrote {path}")
     print(f"done in {time.time() - t_start:.0f}s" + (f"; {len(errors)} failed: {sorted(errors)}" if errors else ""))

@@ -624,28 +624,14 @@ def main(argv=None) -> int:
         return any(row["dataset"] == d and row["system"] == s and (setting is None or row["setting"] == setting)
                    for d, s, setting in done)
 
-    if new_rows:
-        with C.locked(results_path):
-            old = C.load_results(results_path)
-            rows = C.merge_rows(old.get("rows", []), new_rows, is_replaced)
-            all_details = dict(old.get("details", {}))
-            for d, s, setting in done:  # a re-run peer (its setting may have changed) replaces its details
-                if setting is None:
-                    for k in [k for k in all_details if k.startswith(f"{d} | {s} | ")]:
-                        del all_details[k]
-            all_details.update(details)
-            extra = {k: v for k, v in old.items() if k not in ("component", "rows", "details")}
-            extra.update({"machine": C.machine_info(), "date": C.now_iso(), "git": C.git_revision(),
-                          "command": command, "quick": bool(args.quick),
-                          "data": {"root": str(data_root), "jnlpba_heldout": HELDOUT,
-                                   "datasets": {k: v["paths"] for k, v in datasets.items()}},
-                          "notes": NOTES, "details": all_details})
-            if errors:
-                extra["errors_last_run"] = errors
-            else:
-                extra.pop("errors_last_run", None)
-            C.write_results(results_path, COMPONENT, rows, **extra)
-        print(f"wrote {results_path} ({len(new_rows)} new rows, {len(rows)} in all)")
+    def is_peer_rerun(key: str) -> bool:   # a re-run peer (its setting may have changed) replaces its details
+        return any(setting is None and key.startswith(f"{d} | {s} | ") for d, s, setting in done)
+
+    C.save_results(results_path, COMPONENT, new_rows, details, is_replaced, errors, drop_detail=is_peer_rerun,
+                   command=command, quick=bool(args.quick),
+                   data={"root": str(data_root), "jnlpba_heldout": HELDOUT,
+                         "datasets": {k: v["paths"] for k, v in datasets.items()}},
+                   notes=NOTES)
     for path in make_plots(results_path, results_dir):
         print(f"wrote {path}")
     print(f"done in {time.time() - t_start:.0f}s" + (f"; {len(errors)} failed: {sorted(errors)}" if errors else ""))

@@ -502,21 +502,10 @@ def main(argv=None) -> int:
         details[key] = det
         C.show_metrics(setting, metrics, res["seconds"])
 
-    with C.locked(results_path):
-        old = C.load_results(results_path)
-        new_keys = {(r["system"], r["setting"], r["dataset"]) for r in new_rows}
-        rows = C.merge_rows(old.get("rows", []), new_rows,
-                            lambda r: (r["system"], r["setting"], r["dataset"]) in new_keys)
-        all_details = dict(old.get("details", {}))
-        all_details.update(details)
-        extra = {"machine": C.machine_info(), "date": C.now_iso(), "git": C.git_revision(),
-                 "command": command, "quick": bool(args.quick), "notes": NOTES,
-                 "details": all_details}
-        if errors:
-            extra["errors_last_run"] = errors
-        if new_rows:
-            C.write_results(results_path, COMPONENT, rows, **extra)
-            print(f"wrote {results_path} ({len(new_rows)} new rows, {len(rows)} in all)")
+    new_keys = {(r["system"], r["setting"], r["dataset"]) for r in new_rows}
+    C.save_results(results_path, COMPONENT, new_rows, details,
+                   lambda r: (r["system"], r["setting"], r["dataset"]) in new_keys, errors,
+                   command=command, quick=bool(args.quick), notes=NOTES)
     for path in make_plots(results_path, results_dir):
         print(f"wrote {path}")
     print(f"done in {time.time() - t_start:.0f}s" + (f"; {len(errors)} failed" if errors else ""))

@@ -746,9 +746,9 @@ def main(argv=None) -> int:
                 return True
         return False
 
-    with C.locked(results_path):  # other runs may write the same file
-        _write_merged(results_path, new_rows, is_replaced, details, errors, args, data_dir,
-                      paths, command)
+    C.save_results(results_path, COMPONENT, new_rows, details, is_replaced, errors,
+                   command=command, quick=bool(args.quick),
+                   data={"dir": str(data_dir), "counts": corpus_counts(paths)}, notes=NOTES)
     for path in make_plots(results_path, results_dir):
         print(f"wrote {path}")
     print(f"done in {time.time() - t_start:.0f}s" + (f"; {len(errors)} failed: {sorted(errors)}"
@@ -768,32 +768,6 @@ def _write_crf_tuning(results_path, results) -> None:
                     **{k: v for k, v in data.items() if k != "component"})
     best = max(points, key=lambda r: r["dev_tag_acc"])
     print(f"best on dev: {best['params']} ({best['dev_tag_acc']:.4f})")
-
-
-def _write_merged(results_path, new_rows, is_replaced, details, errors, args, data_dir, paths,
-                  command) -> None:
-    old = C.load_results(results_path)
-    rows = C.merge_rows(old.get("rows", []), new_rows, is_replaced)
-    all_details = dict(old.get("details", {}))
-    all_details.update(details)
-    extra = {k: v for k, v in old.items() if k not in ("component", "rows", "details")}
-    extra.update({
-        "machine": C.machine_info(),
-        "date": C.now_iso(),
-        "git": C.git_revision(),
-        "command": command,
-        "quick": bool(args.quick),
-        "data": {"dir": str(data_dir), "counts": corpus_counts(paths)},
-        "notes": NOTES,
-        "details": all_details,
-    })
-    if errors:
-        extra["errors_last_run"] = errors
-    else:
-        extra.pop("errors_last_run", None)
-    if new_rows:
-        C.write_results(results_path, COMPONENT, rows, **extra)
-        print(f"wrote {results_path} ({len(new_rows)} new rows, {len(rows)} in all)")
 
 
 if __name__ == "__main__":
