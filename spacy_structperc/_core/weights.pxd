@@ -46,7 +46,6 @@ cdef class AveragedWeights:
     cdef int _ensure_accumulators(self) except -1 nogil
     cdef bint _averages_on_the_fly(self) noexcept nogil
     cdef void _init_noise(self, hash_t key, weight_t* row) noexcept nogil
-    cdef const weight_t* row(self, hash_t key) noexcept nogil
     cdef void add_rows(self, const hash_t* keys, int n_keys, weight_t* scores) noexcept nogil
     cdef void _add_averaged_rows(self, const hash_t* keys, int n_keys, weight_t* scores) noexcept nogil
     cdef int update(self, hash_t key, int clas, weight_t delta) except -1 nogil

@@ -176,14 +176,6 @@ cdef class AveragedWeights:
     cdef bint _averages_on_the_fly(self) noexcept nogil:
         return self.use_averages and not self._avg_valid and self._U != NULL and self.clock > 0
 
-    cdef const weight_t* row(self, hash_t key) noexcept nogil:
-        cdef int64_t r = self.find(key)
-        if r < 0:
-            return NULL
-        if self.use_averages and self._avg_valid:
-            return &self._avg[r * self.n_classes]
-        return &self._W[r * self.n_classes]   # the current weights: see add_rows for averages
-
     cdef void add_rows(self, const hash_t* keys, int n_keys, weight_t* scores) noexcept nogil:
         # Lookups are cache misses, so they are issued in three passes (buckets, then rows,
         # then sums) to let the memory system serve them in parallel.
