@@ -70,6 +70,18 @@ class Errors(metaclass=ErrorsWithCodes):
     S102 = ("Component '{name}' got labels to initialize with that include the reserved root "
             "label '{label}'. The root is not an arc label: leave it out of the label list.")
 
+    # S120-S159: reliability (threads, missing gold, model-file integrity, readers).
+
+    # S200-S239: structperc_clauses (FR-Perceptron clause identifier, CoNLL-2001 reader, UD rule).
+
+    # S240-S279: k-best reranking.
+
+    # S280-S299: the dual-form kernel perceptron (_core/kernel).
+
+    # S300-S339: pipeline contracts (requires/assigns, missing inputs, optional extras).
+
+    # S340-S379: distributed training and annotation (Dask).
+
 
 class Warnings(metaclass=ErrorsWithCodes):
     W001 = ("Component '{name}' skipped {n} example(s) in this batch whose tokenization could not "
