@@ -40,15 +40,37 @@ history_words = true
         "tag_dict_min_count": 0,
         "scorer": {"@scorers": "spacy-structperc.tagger_scorer.v1"},
     },
-    default_score_weights={"tag_acc": 0.5, "pos_acc": 0.5},
+    requires=[],
+    # For attr = "tag"; with attr = "pos" the component records pos_acc (and assigns token.pos
+    # only) for itself: see PerceptronPipe.pipe_meta_overrides.
+    default_score_weights={"tag_acc": 1.0, "pos_acc": None},
 )
 def make_tagger(nlp: Language, name: str, model: PerceptronModel, decoder: str, lookahead_depth: int,
                 order: int, beam_width: int, update: str, margin: float, direction: str, attr: str,
                 tag_dict_min_count: int, scorer: Optional[Callable]) -> StructuredTagger:
-    return StructuredTagger(nlp.vocab, model, name, decoder=decoder, lookahead_depth=lookahead_depth,
-                            order=order, beam_width=beam_width, update=update, margin=margin,
-                            direction=direction, attr=attr,
-                            tag_dict_min_count=tag_dict_min_count, scorer=scorer)
+    """A part-of-speech tagger trained as an averaged structured perceptron.
+
+    model: spacy-structperc.AveragedPerceptron.v1 with a feature set (tagger_features.v1).
+    decoder: "greedy" (left to right, with optional lookahead; tsuruoka2011), "viterbi" (exact,
+        first or second order; Collins 2002) or "beam" (violation-fixing updates; huang2012).
+    lookahead_depth: greedy only: actions searched ahead before committing to a label (0 = none).
+    order: viterbi only: previous labels scored, 1 or 2 (at least the features' history).
+    beam_width: beam only: hypotheses kept.
+    update: beam only: "standard", "early", "max-violation", "latest" or "hybrid".
+    margin: greedy only: the margin by which the gold label must win in training (>= 0).
+    direction: "ltr" or "rtl" (tag right to left).
+    attr: "tag" writes token.tag_ (and token.pos_ when the training data maps tags to universal
+        POS); "pos" writes token.pos_ and accepts Universal POS labels only.
+    tag_dict_min_count: words seen this often in training may only take the tags seen with them
+        (Ratnaparkhi 1996); 0 turns the tag dictionary off.
+    scorer: tag_acc (and pos_acc) or pos_acc, following attr.
+    """
+    tagger = StructuredTagger(nlp.vocab, model, name, decoder=decoder, lookahead_depth=lookahead_depth,
+                              order=order, beam_width=beam_width, update=update, margin=margin,
+                              direction=direction, attr=attr,
+                              tag_dict_min_count=tag_dict_min_count, scorer=scorer)
+    tagger._bind_language(nlp)
+    return tagger
 
 
 DEFAULT_CHUNKER_MODEL = Config().from_str("""
@@ -71,6 +93,9 @@ clusters = true
 @Language.factory(
     "structperc_chunker",
     assigns=["doc.spans"],
+    # The default features read POS tags; with pos = false the component records that it
+    # requires nothing (see PerceptronPipe.pipe_meta_overrides).
+    requires=["token.tag"],
     default_config={
         "model": DEFAULT_CHUNKER_MODEL,
         "spans_key": "chunks",
@@ -83,14 +108,32 @@ clusters = true
         "direction": "ltr",
         "scorer": {"@scorers": "spacy-structperc.chunk_scorer.v1"},
     },
-    default_score_weights={"spans_chunks_f": 1.0, "spans_chunks_p": 0.0, "spans_chunks_r": 0.0},
+    # Named after spans_key ("chunks_f" for "chunks"), short enough for the `spacy train` table.
+    default_score_weights={"chunks_f": 1.0, "chunks_p": 0.0, "chunks_r": 0.0},
 )
 def make_chunker(nlp: Language, name: str, model: PerceptronModel, spans_key: str, decoder: str,
                  lookahead_depth: int, order: int, beam_width: int, update: str, margin: float,
                  direction: str, scorer: Optional[Callable]) -> StructuredChunker:
-    return StructuredChunker(nlp.vocab, model, name, spans_key=spans_key, decoder=decoder,
-                             lookahead_depth=lookahead_depth, order=order, beam_width=beam_width,
-                             update=update, margin=margin, direction=direction, scorer=scorer)
+    """A text chunker (CoNLL-2000: NP, VP, PP, ...) as BIO tagging; chunks go to doc.spans.
+
+    model: spacy-structperc.AveragedPerceptron.v1 with chunker_features.v1 (words, POS tags read
+        from token.tag_, Brown clusters); with features.pos = false it reads words only.
+    spans_key: the doc.spans group written (and read as gold); scores are {spans_key}_p/r/f.
+    decoder: "greedy" (with optional lookahead; tsuruoka2011), "viterbi" or "beam" (huang2012).
+        Only valid BIO sequences are searched.
+    lookahead_depth: greedy only: actions searched ahead before committing (0 = none).
+    order: viterbi only: previous chunk tags scored, 1 or 2.
+    beam_width: beam only: hypotheses kept.
+    update: beam only: "standard", "early", "max-violation", "latest" or "hybrid".
+    margin: greedy only: the margin by which the gold tag must win in training (>= 0).
+    direction: "ltr" or "rtl".
+    scorer: conlleval's chunk precision, recall and F1 (spacy-structperc.chunk_scorer.v1).
+    """
+    chunker = StructuredChunker(nlp.vocab, model, name, spans_key=spans_key, decoder=decoder,
+                                lookahead_depth=lookahead_depth, order=order, beam_width=beam_width,
+                                update=update, margin=margin, direction=direction, scorer=scorer)
+    chunker._bind_language(nlp)
+    return chunker
 
 
 DEFAULT_NER_MODEL = Config().from_str("""
@@ -108,6 +151,9 @@ history = 1
 @Language.factory(
     "structperc_ner",
     assigns=["doc.ents", "token.ent_iob", "token.ent_type"],
+    # The default features read words only; with features.pos = true the component records
+    # that it requires token.tag (see PerceptronPipe.pipe_meta_overrides).
+    requires=[],
     default_config={
         "model": DEFAULT_NER_MODEL,
         "n_latent": 4,
@@ -122,9 +168,26 @@ history = 1
 def make_ner(nlp: Language, name: str, model: PerceptronModel, n_latent: int, order: int,
              reset_every: int, init_scale: float, seed: int,
              scorer: Optional[Callable]) -> LatentEntityRecognizer:
-    return LatentEntityRecognizer(nlp.vocab, model, name, n_latent=n_latent, order=order,
-                                  reset_every=reset_every, init_scale=init_scale, seed=seed,
-                                  scorer=scorer)
+    """A named-entity recognizer: the latent-variable perceptron of sun2009, writing doc.ents.
+
+    Entities already on the Doc (an entity_ruler placed before it) are kept as constraints, as
+    spaCy's ner keeps them: the component adds entities around them.
+
+    model: spacy-structperc.AveragedPerceptron.v1 with ner_features.v1 (words, shapes, affixes;
+        POS tags from token.tag_ with features.pos = true; Brown clusters with clusters = true).
+    n_latent: hidden sub-states per BIO class; 1 is the plain structured perceptron.
+    order: 1 (sub-state bigrams) or 2 (trigrams; needs features.history = 2).
+    reset_every: replace the weights by their average at the start of every k-th pass
+        (modified parameter averaging; needs the spacy-structperc.epoch_hook.v1 callback); 0 = off.
+    init_scale: the scale of the seeded noise new weight rows start at (breaks the sub-states' ties).
+    seed: the seed of that noise.
+    scorer: ents_p/r/f and ents_per_type (spacy.ner_scorer.v1).
+    """
+    ner = LatentEntityRecognizer(nlp.vocab, model, name, n_latent=n_latent, order=order,
+                                 reset_every=reset_every, init_scale=init_scale, seed=seed,
+                                 scorer=scorer)
+    ner._bind_language(nlp)
+    return ner
 
 
 DEFAULT_PARSER_MODEL = Config().from_str("""
@@ -167,8 +230,30 @@ def make_parser(nlp: Language, name: str, model: ParserModel, decoder: str, look
                 label_candidates: int, beam_width: int, update: str, margin: float,
                 min_label_freq: int, min_feature_freq: int, root_label: str,
                 scorer: Optional[Callable]) -> StructuredParser:
-    return StructuredParser(nlp.vocab, model, name, decoder=decoder, lookahead_depth=lookahead_depth,
-                            label_candidates=label_candidates, beam_width=beam_width, update=update,
-                            margin=margin, min_label_freq=min_label_freq,
-                            min_feature_freq=min_feature_freq, root_label=root_label,
-                            scorer=scorer)
+    """A labelled arc-standard dependency parser writing heads, labels and sentence boundaries.
+
+    Boundaries already on the Doc are kept (each sentence is parsed on its own); otherwise the
+    parser ends sentences itself with its BREAK action.
+
+    model: spacy-structperc.ParserPerceptron.v1 with parser_features.v1 (Zhang & Nivre 2011;
+        reads token.tag_, so a tagger goes first).
+    decoder: "greedy" (with optional lookahead; tsuruoka2011) or "beam" (huang2012).
+    lookahead_depth: greedy only: actions searched ahead before committing (0 = none).
+    label_candidates: the best k labels of each arc direction the search branches over
+        (0 = all labels).
+    beam_width: beam only: hypotheses kept.
+    update: beam only: "standard", "early", "max-violation", "latest" or "hybrid".
+    margin: greedy only: the margin by which the gold action must win in training (>= 0).
+    min_label_freq: labels seen fewer times in training are backed off (a decorated label to
+        its base label, others to "dep").
+    min_feature_freq: updates touch only features seen this often along the gold derivations.
+    root_label: the label of sentence roots.
+    scorer: dep_uas, dep_las, dep_las_per_type and sents_p/r/f (spacy.parser_scorer.v1).
+    """
+    parser = StructuredParser(nlp.vocab, model, name, decoder=decoder, lookahead_depth=lookahead_depth,
+                              label_candidates=label_candidates, beam_width=beam_width, update=update,
+                              margin=margin, min_label_freq=min_label_freq,
+                              min_feature_freq=min_feature_freq, root_label=root_label,
+                              scorer=scorer)
+    parser._bind_language(nlp)
+    return parser

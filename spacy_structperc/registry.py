@@ -93,9 +93,15 @@ def create_epoch_hook() -> Callable[[Any, Dict[str, Any]], None]:
     return before_update
 
 
-def tagger_score(examples: Iterable[Example], *, attr: str = "tag", **kwargs) -> Dict[str, Any]:
-    """tag_acc or pos_acc, as spaCy's tagger scorer computes them."""
-    return Scorer.score_token_attr(examples, attr, **kwargs)
+def tagger_score(examples: Iterable[Example], *, attr: str = "tag", pos_of_tag=None,
+                 **kwargs) -> Dict[str, Any]:
+    """tag_acc or pos_acc, as spaCy's tagger scorer computes them; with attr = "tag" and a
+    tag -> POS map (the component's cfg["pos_of_tag"]), pos_acc of the mapped POS as well."""
+    examples = list(examples)
+    scores = Scorer.score_token_attr(examples, attr, **kwargs)
+    if attr == "tag" and pos_of_tag:
+        scores = {**scores, **Scorer.score_token_attr(examples, "pos", **kwargs)}
+    return scores
 
 
 @registry.scorers("spacy-structperc.tagger_scorer.v1")

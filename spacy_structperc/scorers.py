@@ -114,7 +114,9 @@ def _chunks_of(spans) -> List[Chunk]:
 
 def score_chunks(examples: Iterable[Example], *, spans_key: str = "chunks",
                  **kwargs) -> Dict[str, Any]:
-    """spans_{key}_p/r/f and spans_{key}_per_type, counted as conlleval counts.
+    """{key}_p/r/f and {key}_per_type (chunks_f, ...: short enough for the `spacy train` table,
+    which cuts names at 13 characters), counted as conlleval counts, and the same under spaCy's
+    span-scorer names spans_{key}_p/r/f/per_type, which `spacy evaluate --spans-key` reads.
 
     Examples whose reference has no `spans_key` group are unannotated and skipped. Predicted
     chunks are mapped onto the reference tokens when the tokenizations differ; a chunk that does
@@ -136,7 +138,7 @@ def score_chunks(examples: Iterable[Example], *, spans_key: str = "chunks",
                 # A chunk that maps onto no reference tokens is found, and wrong.
                 predicted += _chunks_of(aligned) if aligned else [(-1 - i, -1, span.label_)]
         counts.add(gold, predicted)
-    return counts.scores(prefix)
+    return {**counts.scores(spans_key), **counts.scores(prefix)}
 
 
 @registry.scorers("spacy-structperc.chunk_scorer.v1")

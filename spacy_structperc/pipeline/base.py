@@ -4,26 +4,36 @@ Labels, initialization checks, averaging (predict always reads averaged weights)
 optimizer hooks spaCy's training loop calls, serialization without pickle, and pickling for
 multiprocessing.
 """
+import dataclasses
+import weakref
 from contextlib import contextmanager
 from itertools import islice
-from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
 
 import numpy
 import srsly
 from spacy import util
 from spacy.attrs import ORTH
-from spacy.pipeline import TrainablePipe
+from spacy.pipeline import Pipe, TrainablePipe
+from spacy.tokens import Doc
 from spacy.training import Example, validate_get_examples
+from spacy.util import minibatch
 from spacy.vocab import Vocab
 
 from ..errors import Errors
+from ..features import DOC_ATOMS
 from ..model import PerceptronModel
+
+# Doc attributes a feature atom reads, as spaCy's `requires` names them.
+REQUIRED_ATTR_NAMES = {"tag": "token.tag", "pos": "token.pos"}
 
 
 class PerceptronPipe(TrainablePipe):
     """Base class of spacy-structperc's trainable components."""
 
     factory_name = "structperc"
+    # cfg entries that initialize learns (not constructor settings), restored when unpickling.
+    learned_cfg: Tuple[str, ...] = ("labels",)
 
     def __init__(self, vocab: Vocab, model: PerceptronModel, name: str, *, scorer=None, **cfg):
         self.vocab = vocab
@@ -62,6 +72,81 @@ class PerceptronPipe(TrainablePipe):
 
     def _check_label(self, label: str) -> None:
         """Component-specific label validation."""
+
+    # Contracts: what the component reads and writes -------------------------------------------
+    # spaCy keeps one FactoryMeta (requires, assigns, default_score_weights) per factory, but what
+    # a component reads (token.tag only when its features read POS) and which scores it reports
+    # (tag_acc or pos_acc, spans_key) depend on its settings. The factory hands the component
+    # its Language (`_bind_language`); whenever spaCy links the pipeline it sets `name` on every
+    # component after recording the factory's meta, and the component then records its own meta
+    # for itself, so nlp.analyze_pipes() and nlp.config describe this instance.
+
+    @property
+    def name(self) -> str:
+        return _PIPE_NAME.__get__(self, type(self))
+
+    @name.setter
+    def name(self, value: str) -> None:
+        _PIPE_NAME.__set__(self, value)
+        nlp_ref = self.__dict__.get("_language")
+        nlp = nlp_ref() if nlp_ref is not None else None
+        if nlp is not None and value in nlp.component_names and nlp.get_pipe(value) is self:
+            meta = nlp.get_pipe_meta(value)
+            overrides = self.pipe_meta_overrides()
+            if any(getattr(meta, key) != v for key, v in overrides.items()):
+                nlp._pipe_meta[value] = dataclasses.replace(meta, **overrides)
+
+    def _bind_language(self, nlp) -> None:
+        """Let the component describe itself in `nlp`'s pipe meta (called by the factories)."""
+        self.__dict__["_language"] = weakref.ref(nlp)
+
+    @property
+    def required_attrs(self) -> Dict[str, int]:
+        """The Doc attributes the feature templates read, e.g. {"tag": TAG}."""
+        return {name: DOC_ATOMS[name] for name in self.model.atom_names if name in DOC_ATOMS}
+
+    def pipe_meta_overrides(self) -> Dict[str, Any]:
+        """The FactoryMeta fields that depend on this component's settings."""
+        return {"requires": [REQUIRED_ATTR_NAMES[name] for name in self.required_attrs]}
+
+    def _missing_input_fix(self, attr: str) -> str:
+        return (f"Add a component that sets it before '{self.name}', e.g. "
+                f"nlp.add_pipe(\"structperc_tagger\", before=\"{self.name}\") trained on the same tag "
+                f"set (or sourced from a trained pipeline), or train '{self.name}' with a feature "
+                f"set that does not read it.")
+
+    def check_inputs(self, docs: Iterable[Doc]) -> None:
+        """Raise S300 (naming this pipe and the fix) if a Doc lacks an attribute the features read."""
+        required = self.required_attrs
+        if not required:
+            return
+        for doc in docs:
+            if not len(doc):
+                continue
+            for name, attr in required.items():
+                if not doc.has_annotation(attr):
+                    raise ValueError(Errors.S300.format(
+                        name=self.name, factory=self.factory_name, attr=f"token.{name}_",
+                        ATTR=name.upper(), why=f"its features use the '{name}' of each word",
+                        fix=self._missing_input_fix(name)))
+
+    def __call__(self, doc: Doc) -> Doc:
+        try:
+            self.check_inputs((doc,))
+        except Exception as e:
+            self.get_error_handler()(self.name, self, [doc], e)
+            return doc
+        return super().__call__(doc)
+
+    def pipe(self, stream: Iterable[Doc], *, batch_size: int = 128) -> Iterator[Doc]:
+        error_handler = self.get_error_handler()
+        for docs in minibatch(stream, size=batch_size):
+            try:
+                self.check_inputs(docs)
+            except Exception as e:
+                error_handler(self.name, self, docs, e)
+                continue
+            yield from super().pipe(docs, batch_size=batch_size)
 
     def _labels_changed(self) -> None:
         """Rebuild whatever caches depend on the label set."""
@@ -106,6 +191,24 @@ class PerceptronPipe(TrainablePipe):
     @property
     def is_resizable(self) -> bool:
         return True
+
+    def get_loss(self, examples: Iterable[Example], scores) -> Tuple[float, Any]:
+        """Not available: see S301."""
+        raise NotImplementedError(Errors.S301.format(
+            name=self.name, factory=self.factory_name, method="get_loss",
+            why="a structured perceptron has no differentiable loss and no gradient to return. "
+                "update() decodes each example and moves the weights by the difference between the "
+                "gold and the predicted features; the count of its mistakes is in losses[name]."))
+
+    def rehearse(self, examples: Iterable[Example], *, drop: float = 0.0, sgd=None,
+                 losses: Optional[Dict[str, float]] = None) -> Dict[str, float]:
+        """Not available: see S301."""
+        raise NotImplementedError(Errors.S301.format(
+            name=self.name, factory=self.factory_name, method="rehearse",
+            why="rehearsal pulls a model towards its own earlier output distribution, and a "
+                "perceptron has no distribution to pull towards (only the argmax of its scores). "
+                "To keep a trained component from forgetting, mix its original training data into "
+                "the new data, or list it in [training] frozen_components."))
 
     def finish_update(self, sgd=None) -> None:
         """The perceptron updates in `update`; there is no gradient for an optimizer to apply."""
@@ -195,13 +298,17 @@ class PerceptronPipe(TrainablePipe):
         return self
 
     def __reduce__(self):
-        settings = {k: v for k, v in self.cfg.items() if k != "labels"}
+        settings = {k: v for k, v in self.cfg.items() if k not in self.learned_cfg}
+        learned = {k: self.cfg[k] for k in self.learned_cfg if k in self.cfg}
         return (_unpickle_pipe, (type(self), self.vocab, self.model, self.name, self.scorer,
-                                 settings, list(self.labels)))
+                                 settings, learned))
 
 
-def _unpickle_pipe(cls, vocab, model, name, scorer, settings, labels):
+_PIPE_NAME = Pipe.__dict__["name"]   # spaCy's slot for the name, which its Cython code reads
+
+
+def _unpickle_pipe(cls, vocab, model, name, scorer, settings, learned):
     pipe = cls(vocab, model, name, scorer=scorer, **settings)
-    pipe.cfg["labels"] = list(labels)
+    pipe.cfg.update(learned)
     pipe._labels_changed()
     return pipe

@@ -6,7 +6,7 @@ only valid BIO sequences: I-X may only follow B-X or I-X. Decoding is greedy wit
 lookahead and the margin perceptron by default (tsuruoka2011 §4.1), or exact Viterbi / beam
 search with violation-fixing updates (huang2012).
 """
-from typing import Iterable, List, Optional
+from typing import Any, Dict, Iterable, List, Optional
 
 import numpy
 from spacy.tokens import Doc, Span
@@ -44,6 +44,10 @@ class StructuredChunker(BIOLabels, SequenceLabeller):
     def n_classes(self) -> int:
         return n_bio_classes(len(self.labels))
 
+    def pipe_meta_overrides(self) -> Dict[str, Any]:
+        key = self.cfg["spans_key"]
+        return {**super().pipe_meta_overrides(),
+                "default_score_weights": {f"{key}_f": 1.0, f"{key}_p": 0.0, f"{key}_r": 0.0}}
 
     def _transitions(self) -> numpy.ndarray:
         """I-X only after B-X or I-X (and never first)."""

@@ -89,10 +89,49 @@ class LatentEntityRecognizer(BIOLabels, SequenceLabeller):
         latent, _ = viterbi.viterbi(self.system, self.cfg["order"])
         return latent // self.n_latent
 
+    def _position_mask(self, doc: Doc, gold: Optional[numpy.ndarray]) -> Optional[numpy.ndarray]:
+        return self._preset_mask(doc, gold)
+
+    def _preset_mask(self, doc: Doc, gold: Optional[numpy.ndarray]) -> Optional[numpy.ndarray]:
+        """Entities already on the Doc (an entity_ruler before this component, say) are
+        constraints, as for spaCy's ner: their tokens keep their entity, and the token after one
+        may not continue it. Tokens merely marked O are free. An entity whose type is not one of
+        this component's labels is decoded as O and put back by set_annotations. The latent
+        sub-states of a class are allowed or forbidden together; a known gold class (training)
+        is never forbidden."""
+        ents = doc.ents
+        if not ents:
+            return None
+        n, n_bio = len(doc), n_bio_classes(len(self.labels))
+        allowed = numpy.ones((n, n_bio), dtype=numpy.uint8)
+        inside = numpy.zeros((n_bio,), dtype=bool)
+        inside[2::2] = True   # the I-X classes
+        for ent in ents:
+            k = self._type_by_hash.get(ent.label)
+            allowed[ent.start:ent.end] = 0
+            if k is None:
+                allowed[ent.start:ent.end, 0] = 1
+            else:
+                allowed[ent.start, 1 + 2 * k] = 1
+                allowed[ent.start + 1:ent.end, 2 + 2 * k] = 1
+            if ent.end < n:
+                allowed[ent.end, inside] = 0
+        if gold is not None:
+            known = numpy.flatnonzero(gold >= 0)
+            allowed[known, gold[known]] = 1
+        return numpy.ascontiguousarray(numpy.repeat(allowed, self.n_latent, axis=1))
+
     def set_annotations(self, docs: Iterable[Doc], batch_classes: List[numpy.ndarray]) -> None:
         hashes = self._label_hashes
         for doc, classes in zip(docs, batch_classes):
-            doc.ents = [Span(doc, s, e, label=hashes[k]) for s, e, k in classes_to_chunks(classes)]
+            preset = list(doc.ents)
+            found = [Span(doc, s, e, label=hashes[k]) for s, e, k in classes_to_chunks(classes)]
+            if preset:
+                taken = numpy.zeros((len(doc),), dtype=bool)
+                for ent in preset:
+                    taken[ent.start:ent.end] = True
+                found = preset + [span for span in found if not taken[span.start:span.end].any()]
+            doc.ents = found
 
     # Training ----------------------------------------------------------------------------------
 
@@ -143,7 +182,9 @@ class LatentEntityRecognizer(BIOLabels, SequenceLabeller):
             if len(eg.predicted):
                 gold = self._gold_classes(eg)
                 if (gold >= 0).any():
-                    self._bind(eg.predicted)
+                    # _bind, with the gold kept out of the preset-entity constraints' way.
+                    system.set_sentence(self.model.atoms(eg.predicted), None,
+                                        self._preset_mask(eg.predicted, gold))
                     wrong, _, h, _ = viterbi.train_latent(system, gold, n_latent, order)
                     mistakes += wrong
                     n_updates += h is not None

@@ -4,7 +4,7 @@ Three decoders over one model (see SequenceLabeller): exact Viterbi (first or se
 Collins 2002), beam search with violation-fixing updates (huang2012), and greedy history-based
 decoding with depth-D lookahead and the margin perceptron (tsuruoka2011).
 """
-from typing import Dict, Iterable, List, Optional
+from typing import Any, Dict, Iterable, List, Optional
 
 import numpy
 from spacy.attrs import POS, TAG
@@ -21,9 +21,16 @@ ATTRS = {"tag": TAG, "pos": POS}
 
 
 class StructuredTagger(SequenceLabeller):
-    """Assigns `token.tag_` (or `token.pos_`) with an averaged structured perceptron."""
+    """Assigns `token.tag_` (or `token.pos_`) with an averaged structured perceptron.
+
+    With attr = "tag" it also writes `token.pos_` when the training data carried both: each
+    fine-grained tag is mapped to the universal POS it was most often seen with (learned at
+    initialize, saved in cfg["pos_of_tag"]), as spaCy's English pipelines map tags with their
+    attribute_ruler.
+    """
 
     factory_name = "structperc_tagger"
+    learned_cfg = ("labels", "pos_of_tag")
 
     def __init__(self, vocab: Vocab, model: PerceptronModel, name: str = "tagger", *,
                  decoder: str = "greedy", lookahead_depth: int = 0, order: int = 2,
@@ -53,6 +60,10 @@ class StructuredTagger(SequenceLabeller):
             self._label_values = numpy.array([UPOS_IDS[l] for l in labels], dtype=numpy.uint64)
         else:
             self._label_values = numpy.array([self.vocab.strings.add(l) for l in labels], dtype=numpy.uint64)
+        pos_of_tag = self.cfg.get("pos_of_tag") or {}
+        # Universal POS per class when tags map to it (0 = none: POS is then left unset).
+        self._pos_values = numpy.array([UPOS_IDS.get(pos_of_tag.get(l, ""), 0) for l in labels],
+                                       dtype=numpy.uint64)
         self._class_of_value = {int(v): i for i, v in enumerate(self._label_values)}
         self._class_of_label = {l: i for i, l in enumerate(labels)}
         # Row 0 allows every label; word types in the tag dictionary get their own rows.
@@ -69,7 +80,31 @@ class StructuredTagger(SequenceLabeller):
         self._init_labels(get_examples, labels, lambda eg: (getattr(t, f"{attr}_") for t in eg.reference),
                           attr, nlp)
         self.model.label_dict = self._count_tag_dictionary(get_examples) if self.cfg["tag_dict_min_count"] else {}
+        self.cfg["pos_of_tag"] = self._count_pos_of_tag(get_examples) if attr == "tag" else {}
         self._labels_changed()
+
+    def _count_pos_of_tag(self, get_examples) -> Dict[str, str]:
+        """Each tag's most frequent universal POS in the training data ({} if it has none)."""
+        counts: Dict[str, Dict[str, int]] = {}
+        for eg in get_examples():
+            ref = eg.reference
+            if not ref.has_annotation("POS") or not ref.has_annotation("TAG"):
+                continue
+            for token in ref:
+                if token.tag_ and token.pos_:
+                    seen = counts.setdefault(token.tag_, {})
+                    seen[token.pos_] = seen.get(token.pos_, 0) + 1
+        return {tag: max(sorted(seen), key=seen.__getitem__) for tag, seen in sorted(counts.items())
+                if tag in self._class_of_label}
+
+    def pipe_meta_overrides(self) -> Dict[str, Any]:
+        """tag_acc is what attr = "tag" is selected on, pos_acc what attr = "pos" is; the other
+        would always be 0 (or, for POS mapped from tags, follows from tag_acc)."""
+        if self.cfg["attr"] == "pos":
+            return {**super().pipe_meta_overrides(), "assigns": ["token.pos"],
+                    "default_score_weights": {"pos_acc": 1.0, "tag_acc": None}}
+        return {**super().pipe_meta_overrides(), "assigns": ["token.tag", "token.pos"],
+                "default_score_weights": {"tag_acc": 1.0, "pos_acc": None}}
 
     def _count_tag_dictionary(self, get_examples) -> Dict[int, List[int]]:
         """Words seen at least `tag_dict_min_count` times may only take the labels seen with them
@@ -102,9 +137,14 @@ class StructuredTagger(SequenceLabeller):
 
     def set_annotations(self, docs: Iterable[Doc], batch_classes: List[numpy.ndarray]) -> None:
         attr = ATTRS[self.cfg["attr"]]
+        with_pos = attr == TAG and bool(self._pos_values.any())
         for doc, classes in zip(docs, batch_classes):
             if len(doc):
-                doc.from_array([attr], self._label_values[classes].reshape((-1, 1)))
+                if with_pos:
+                    values = numpy.stack([self._label_values[classes], self._pos_values[classes]], axis=1)
+                    doc.from_array([TAG, POS], values)
+                else:
+                    doc.from_array([attr], self._label_values[classes].reshape((-1, 1)))
 
     # Training ----------------------------------------------------------------------------------
 

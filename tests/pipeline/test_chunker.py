@@ -133,9 +133,11 @@ def test_words_only_features_need_no_pos():
     assert chunks_of(nlp("The dog saw a cat in the garden")) == TRAIN_DATA[2][2]
 
 
-def test_doc_without_pos_raises_naming_the_tag_atom(trained):
-    with pytest.raises(ValueError, match=r"S009.*TAG"):
+def test_doc_without_pos_raises_naming_the_pipe_and_the_fix(trained):
+    with pytest.raises(ValueError, match=r"\[S300\] Component 'structperc_chunker'.*TAG.*structperc_tagger"):
         trained("The dog saw a cat")
+    with pytest.raises(ValueError, match=r"\[S300\]"):
+        list(trained.pipe(["The dog saw a cat"]))
 
 
 def test_custom_spans_key_and_span_group_output():

@@ -199,7 +199,7 @@ def test_pos_features_need_tags():
         for t in eg.predicted:
             t.tag_ = "NNP"
     nlp2.initialize(lambda: examples)
-    with pytest.raises(ValueError, match=r"\[S009\].*TAG"):
+    with pytest.raises(ValueError, match=r"\[S300\].*TAG"):
         nlp2("Boston is big")
 
 
