@@ -82,12 +82,10 @@ class Errors(metaclass=ErrorsWithCodes):
     S300 = ("Component '{name}' ({factory}) reads {attr} ({why}), but the Doc has no {ATTR} "
             "annotation: no component before '{name}' in the pipeline sets it. {fix}")
     S301 = ("Component '{name}' ({factory}) has no {method}: {why}")
-    S302 = ("Component '{name}' ({factory}) uses {what} from spacy-lookups-data, which is not "
-            "installed ({reason}). Install the extra with `pip install \"spacy-structperc[lookups]\"` "
-            "(or `pip install spacy-lookups-data`), or train it with a feature set without them "
-            "({setting}). A trained pipeline never needs the extra: the tables are saved with it.")
-    S303 = ("spacy-lookups-data has no '{table}' table for language '{lang}', which component "
-            "'{name}' ({factory}) needs for {what}. Use a feature set without them ({setting}).")
+    S302 = ("Component '{name}' uses {what} from spacy-lookups-data, which is not installed "
+            "({reason}). Install the extra with `pip install \"spacy-structperc[lookups]\"` (or "
+            "`pip install spacy-lookups-data`), or train it with a feature set without them "
+            "({setting}). A trained pipeline never needs the extra: the tables are saved in it.")
 
     # S340-S379: distributed training and annotation (Dask).
 

@@ -68,6 +68,9 @@ class PerceptronModel:
         need_lexicon = uses_lexicon(self.atom_names) and not self.lexicon_tables
         if not need_clusters and not need_lexicon:
             return
+        require_lookups_data(component, "Brown clusters" if need_clusters else "lemmatizer tables",
+                             "model.features.clusters = false" if need_clusters
+                             else "model.features.lexicon = false")
         try:
             from spacy.lookups import load_lookups
             if need_clusters:
@@ -197,6 +200,16 @@ class PerceptronModel:
         # Pickling (nlp.pipe with n_process > 1 under spawn) keeps the full training state.
         return (_rebuild_model, (self.template_specs, self.n_buckets, self.weights, self.clusters,
                                  self.label_dict, self.lexicon_tables))
+
+
+def require_lookups_data(component: str, what: str, setting: str) -> None:
+    """spacy-lookups-data is the optional extra [lookups]: only training with clusters or the
+    lexicon reads it. Raise S302, naming the extra, when it is not installed."""
+    try:
+        import spacy_lookups_data  # noqa: F401
+    except ImportError as e:
+        raise ValueError(Errors.S302.format(name=component, what=what, setting=setting,
+                                            reason=f"{type(e).__name__}: {e}")) from None
 
 
 @lru_cache(maxsize=2)
