@@ -8,7 +8,7 @@ from typing import Callable, Dict, Iterable, List, Optional, Sequence
 
 import numpy
 from spacy.attrs import ORTH, TAG, POS
-from spacy.strings import hash_string
+from spacy.strings import hash_string  # type: ignore[attr-defined]  # (no stub; in spaCy since v2)
 from spacy.tokens import Doc
 
 from .errors import Errors
@@ -187,7 +187,7 @@ class AtomExtractor:
         strings = doc.vocab.strings
         idx = [rows_of.get(o, -1) for o in orths.tolist()]
         if -1 in idx:
-            idx = [r if r >= 0 else (rows_of.get(o) if o in rows_of else self._add(o, strings[o]))
+            idx = [r if r >= 0 else (rows_of[o] if o in rows_of else self._add(o, strings[o]))
                    for r, o in zip(idx, orths.tolist())]
         atoms = self._table[idx] if idx else numpy.zeros((0, len(self.atom_names)), dtype=numpy.uint64)
         for j, name, attr in self._doc:

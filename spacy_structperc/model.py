@@ -223,7 +223,7 @@ def _nonzero_clusters(lang: str) -> Dict[int, int]:
     """
     import gzip
     import json
-    from spacy.strings import hash_string
+    from spacy.strings import hash_string  # type: ignore[attr-defined]
     from spacy.util import registry
 
     tables = registry.lookups.get(lang)

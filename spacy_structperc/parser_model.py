@@ -119,6 +119,8 @@ def parser_atoms(templates: Sequence[dict]) -> List[str]:
 class ParserModel(PerceptronModel):
     """A PerceptronModel whose templates address parser states (stack, queue, children)."""
 
+    templates: ParseTemplates  # type: ignore[assignment]  # (a TemplateSet in the base class)
+
     def set_templates(self, templates: Sequence[dict]) -> None:
         self.template_specs = [dict(name=t["name"], parts=[list(p) for p in t["parts"]]) for t in templates]
         self.atom_names = parser_atoms(self.template_specs)

@@ -309,7 +309,8 @@ def ner_sentence_to_doc(vocab: Vocab, sentence: NerSentence, *, pos: bool = True
     doc.ents, read from the NER tags the conlleval way; every other token is annotated O.
     sent_start: mark the Doc as one sentence (token.is_sent_start set on every token)."""
     tags = sentence.tags if pos and sentence.tags else None
-    starts = [True] + [False] * (len(sentence.words) - 1) if sent_start else None
+    starts: Optional[List[Union[bool, int, None]]] = \
+        [True, *([False] * (len(sentence.words) - 1))] if sent_start else None
     doc = Doc(vocab, words=sentence.words, tags=tags, sent_starts=starts)
     doc.set_ents([Span(doc, s, e, label=kind) for s, e, kind in iob_to_chunks(sentence.ner)],
                  default="outside")
@@ -320,7 +321,8 @@ def ner_predicted_copy(vocab: Vocab, gold: Doc, *, pos: bool = True) -> Doc:
     """The words (and POS tags and sentence starts, if `gold` has them) of `gold`, without
     entities: the NER component's input."""
     tags = [t.tag_ for t in gold] if pos and gold.has_annotation("TAG") else None
-    starts = [bool(t.is_sent_start) for t in gold] if gold.has_annotation("SENT_START") else None
+    starts: Optional[List[Union[bool, int, None]]] = \
+        [bool(t.is_sent_start) for t in gold] if gold.has_annotation("SENT_START") else None
     return Doc(vocab, words=[t.text for t in gold], spaces=[bool(t.whitespace_) for t in gold],
                tags=tags, sent_starts=starts)
 

@@ -75,7 +75,7 @@ def _check_int(name: str, value, minimum: int) -> None:
 
 def _check_real(name: str, value, low: float, high: float) -> None:
     if (not isinstance(value, Real) or isinstance(value, bool) or math.isnan(value)
-            or not low <= value <= high):
+            or not low <= float(value) <= high):
         raise ValueError(Errors.S040.format(setting=name, requirement=f"a number in [{low}, {high}]",
                                             value=value))
 
@@ -143,7 +143,8 @@ def to_arrays(sequences: Sequence[Sequence3]) -> Tuple[numpy.ndarray, numpy.ndar
     if not sequences:
         empty = numpy.zeros((0, 0), dtype=numpy.int32)
         return empty, empty.copy(), empty.copy()
-    return tuple(numpy.stack([s[k] for s in sequences]).astype(numpy.int32) for k in range(3))
+    words, labels, latent = (numpy.stack([s[k] for s in sequences]).astype(numpy.int32) for k in range(3))
+    return words, labels, latent
 
 
 def to_docs(vocab: Vocab, sequences: Sequence[Sequence3]) -> List[Doc]:

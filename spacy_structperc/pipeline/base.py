@@ -171,7 +171,7 @@ class PerceptronPipe(TrainablePipe):
             for label in labels:
                 self.add_label(label)
         else:
-            found = set()
+            found: set = set()
             for eg in get_examples():
                 found.update(label for label in collect(eg) if label)
             for label in sorted(found):

@@ -2,14 +2,20 @@
 
 Class 0 is O; span type k has B = 1 + 2k and I = 2 + 2k, so adding a type appends columns.
 """
-from typing import Dict, Iterable, List, Tuple
+from typing import TYPE_CHECKING, Dict, Iterable, List, Tuple
 
 import numpy
 
 from ..errors import Errors
 
+if TYPE_CHECKING:   # a mixin for PerceptronPipe subclasses: type-check it as one
+    from .base import PerceptronPipe
+    _MixinBase = PerceptronPipe
+else:
+    _MixinBase = object
 
-class BIOLabels:
+
+class BIOLabels(_MixinBase):
     """Label handling of the span finders (chunker, NER): labels are span types, encoded as
     O / B-X / I-X classes; `span_kind` names them in errors ("chunk type", "entity type")."""
 

@@ -20,7 +20,11 @@ from .sequence import SequenceLabeller
 
 
 class StructuredChunker(BIOLabels, SequenceLabeller):
-    """Finds non-overlapping chunks and writes them to doc.spans[spans_key]."""
+    """Finds non-overlapping chunks and writes them to doc.spans[spans_key].
+
+    The settings (spans_key, decoder, lookahead_depth, order, beam_width, update, margin,
+    direction) are documented on the factory, `spacy_structperc.factories.make_chunker`.
+    """
 
     factory_name = "structperc_chunker"
     span_kind = "chunk type"

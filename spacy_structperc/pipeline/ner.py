@@ -36,7 +36,12 @@ IOB_I, IOB_O, IOB_B = 1, 2, 3   # spaCy's token.ent_iob codes; 0 = no annotation
 
 
 class LatentEntityRecognizer(BIOLabels, SequenceLabeller):
-    """Finds non-overlapping named entities and writes them to doc.ents."""
+    """Finds non-overlapping named entities and writes them to doc.ents, keeping the entities
+    already on the Doc.
+
+    The settings (n_latent, order, reset_every, init_scale, seed) are documented on the factory,
+    `spacy_structperc.factories.make_ner`.
+    """
 
     factory_name = "structperc_ner"
     span_kind = "entity type"

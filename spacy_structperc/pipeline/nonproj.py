@@ -6,7 +6,7 @@ decoration: a lifted arc's label becomes `label||head_label`); after prediction,
 place the parser touches those functions, and it checks for cycles first: spaCy's projectivize
 assumes a tree and would not return on a cyclic one.
 """
-from typing import List, Optional, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 from spacy.pipeline._parser_internals import nonproj as _nonproj
 from spacy.tokens import Doc
@@ -26,13 +26,13 @@ def undecorated(label: str) -> str:
     return label.partition(DELIMITER)[0]
 
 
-def find_cycle(heads: List[Optional[int]]) -> Optional[List[int]]:
+def find_cycle(heads: Sequence[Optional[int]]) -> Optional[List[int]]:
     """Tokens on a cycle of `heads` (head == self marks a root; None is unknown), or None."""
     n = len(heads)
     state = [0] * n   # 0 unvisited, 1 on the current path, 2 done
     for start in range(n):
         path = []
-        i = start
+        i: Optional[int] = start
         while i is not None and state[i] == 0:
             state[i] = 1
             path.append(i)

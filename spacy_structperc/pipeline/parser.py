@@ -24,13 +24,14 @@ it (and in `[training] annotating_components`) to train on predicted tags, as co
 does.
 """
 from collections import Counter
-from typing import Dict, Iterable, List, Optional, Tuple
+from typing import Dict, Iterable, List, Optional, Tuple, cast
 
 import numpy
 from spacy.attrs import DEP, HEAD
 from spacy.tokens import Doc
 from spacy.training import Example, validate_examples
 from spacy.vocab import Vocab
+from thinc.types import Ints2d
 
 from .._core import beam, lookahead
 from .._core.arcstandard import ArcStandardSystem
@@ -45,9 +46,15 @@ BACKOFF_LABEL = "dep"
 
 
 class StructuredParser(PerceptronPipe):
-    """Assigns `token.head`, `token.dep_` and sentence boundaries with a structured perceptron."""
+    """Assigns `token.head`, `token.dep_` and sentence boundaries with a structured perceptron.
+
+    The settings (decoder, lookahead_depth, label_candidates, beam_width, update, margin,
+    min_label_freq, min_feature_freq, root_label) are documented on the factory,
+    `spacy_structperc.factories.make_parser`.
+    """
 
     factory_name = "structperc_parser"
+    model: ParserModel
 
     def __init__(self, vocab: Vocab, model: ParserModel, name: str = "parser", *,
                  decoder: str = "greedy", lookahead_depth: int = 0, label_candidates: int = 1,
@@ -243,7 +250,7 @@ class StructuredParser(PerceptronPipe):
             arr = numpy.zeros((n, 2), dtype=numpy.uint64)
             arr[:, 0] = (heads - numpy.arange(n)).astype(numpy.int64).view(numpy.uint64)
             arr[:, 1] = self._label_values[classes]
-            doc.from_array([HEAD, DEP], arr)
+            doc.from_array([HEAD, DEP], cast(Ints2d, arr))
             deprojectivize(doc)
 
     # Training ----------------------------------------------------------------------------------

@@ -4,7 +4,7 @@ Three decoders over one model (see SequenceLabeller): exact Viterbi (first or se
 Collins 2002), beam search with violation-fixing updates (huang2012), and greedy history-based
 decoding with depth-D lookahead and the margin perceptron (tsuruoka2011).
 """
-from typing import Any, Dict, Iterable, List, Optional
+from typing import Any, Dict, Iterable, List, Optional, cast
 
 import numpy
 from spacy.attrs import POS, TAG
@@ -12,6 +12,7 @@ from spacy.parts_of_speech import IDS as UPOS_IDS
 from spacy.tokens import Doc
 from spacy.training import Example
 from spacy.vocab import Vocab
+from thinc.types import Ints2d
 
 from ..errors import Errors
 from ..model import PerceptronModel
@@ -27,6 +28,9 @@ class StructuredTagger(SequenceLabeller):
     fine-grained tag is mapped to the universal POS it was most often seen with (learned at
     initialize, saved in cfg["pos_of_tag"]), as spaCy's English pipelines map tags with their
     attribute_ruler.
+
+    The settings (decoder, lookahead_depth, order, beam_width, update, margin, direction, attr,
+    tag_dict_min_count) are documented on the factory, `spacy_structperc.factories.make_tagger`.
     """
 
     factory_name = "structperc_tagger"
@@ -142,7 +146,7 @@ class StructuredTagger(SequenceLabeller):
             if len(doc):
                 if with_pos:
                     values = numpy.stack([self._label_values[classes], self._pos_values[classes]], axis=1)
-                    doc.from_array([TAG, POS], values)
+                    doc.from_array([TAG, POS], cast(Ints2d, values))
                 else:
                     doc.from_array([attr], self._label_values[classes].reshape((-1, 1)))
 

@@ -1,0 +1,15 @@
+"""Type stubs for lookahead.pyx: greedy decoding with depth-D lookahead and the margin
+perceptron (tsuruoka2011)."""
+from typing import Any, List, Optional, Tuple
+
+import numpy
+
+from .transition import TransitionSystem
+
+class Lookahead:
+    depth: int
+    def __init__(self, system: TransitionSystem, depth: int) -> None: ...
+
+def decode(system: TransitionSystem, depth: int = ...) -> numpy.ndarray: ...
+def train(system: TransitionSystem, depth: int = ..., margin: float = ...,
+          record: bool = ...) -> Tuple[int, int, Optional[List[Any]]]: ...
