@@ -11,6 +11,7 @@ from spacy.scorer import Scorer
 from spacy.training import Example
 from spacy.util import registry
 
+from . import documents as _documents  # noqa: F401  (registers the documents corpus)
 from . import readers as _readers  # noqa: F401  (registers the CoNLL-2000 reader)
 from . import scorers as _scorers  # noqa: F401  (registers the chunk scorer)
 from .features import chunker_templates, ner_templates, tagger_templates
