@@ -1,6 +1,7 @@
 """Put the assets of project.yml in place, from a local copy when there is one.
 
-For every asset (not marked `extra`) of project.yml, in this order:
+For every asset of project.yml (those marked `extra`, the corpora other than UD English EWT, only
+with --extra or when --only names them), in this order:
 1. `dest` already exists with the MD5 checksum project.yml gives: nothing to do;
 2. a LOCAL_DIR holds a file with the same name: it is checked against the checksum and copied;
 3. otherwise the asset's `url` (a URL or a local path) is fetched the way `spacy project assets`
@@ -9,9 +10,10 @@ A file with the wrong checksum is never left in place, and the script exits non-
 downloaded `.gz` is decompressed first: the checksum is that of the file itself (CoNLL-2000 is
 published gzipped), so `spacy project assets` cannot check those; use the project's commands.
 
-    python scripts/fetch_assets.py LOCAL_DIR [LOCAL_DIR ...] [--only DEST_PREFIX ...] [--vars.NAME VALUE ...]
+    python scripts/fetch_assets.py LOCAL_DIR [LOCAL_DIR ...] [--only DEST_PREFIX ...] [--extra] [--vars.NAME VALUE ...]
 
 --only limits the run to assets whose dest starts with DEST_PREFIX (one corpus's assets).
+--extra includes the assets marked `extra` (with no --only: every asset of the project).
 
 `--vars.*` overrides are applied to project.yml as `spacy project run` applies them, so the
 `assets` command of project.yml forwards its URL variables here.
@@ -76,6 +78,9 @@ def main(argv) -> int:
     local_dirs, only = [], []
     while argv and not argv[0].startswith("--"):
         local_dirs.append(Path(argv.pop(0)))
+    include_extra = "--extra" in argv
+    if include_extra:
+        argv.remove("--extra")
     while "--only" in argv:
         i = argv.index("--only")
         only.append(argv[i + 1])
@@ -83,7 +88,9 @@ def main(argv) -> int:
     config = load_project_config(PROJECT_DIR, overrides=parse_config_overrides(argv))
     failed = 0
     for asset in config.get("assets", []):
-        if asset.get("extra", False) or (only and not any(asset["dest"].startswith(p) for p in only)):
+        if only and not any(asset["dest"].startswith(p) for p in only):
+            continue
+        if asset.get("extra", False) and not (only or include_extra):
             continue
         try:
             print(f"{asset['dest']}: {place(asset, local_dirs)}")
