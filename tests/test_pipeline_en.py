@@ -1,0 +1,159 @@
+"""The English pipeline of configs/pipeline_en.cfg, end to end: components trained on tiny slices
+of their own corpora, assembled with the real config, saved, loaded, and fed raw text; and (slow)
+packaged as a wheel that installs into a fresh virtual environment and loads there."""
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import spacy
+from spacy.util import load_config, load_model_from_config, registry
+
+import spacy_structperc  # noqa: F401
+from spacy_structperc.documents import DOCUMENTS_CORPUS
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+TEXTS = [
+    "I went home. Then I slept.",
+    "Apple is looking at buying a U.K. startup for $1 billion, the company said in London on Monday.",
+    "The quick brown fox jumped over the lazy dog.",
+    "",
+]
+EPOCHS = 3
+pytestmark = pytest.mark.slow   # trains three components (about 10 s)
+
+
+def train(nlp, examples, epochs=EPOCHS):
+    nlp.initialize(lambda: examples)
+    for epoch in range(epochs):
+        for _, pipe in nlp.pipeline:
+            if hasattr(pipe, "start_epoch"):
+                pipe.start_epoch(epoch)
+        nlp.update(examples)
+    return nlp
+
+
+def tagger_parser(data_dir, tmp_path):
+    from spacy.tokens import DocBin
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent / "pipeline"))
+    from conllu_data import read_conllu
+
+    nlp = spacy.blank("en")
+    nlp.add_pipe("structperc_tagger", name="tagger")
+    nlp.add_pipe("structperc_parser", name="parser")
+    path = tmp_path / "ewt.spacy"
+    DocBin(docs=read_conllu(data_dir / "ud_en_ewt" / "en_ewt-ud-train.conllu", limit=300)).to_disk(path)
+    return train(nlp, list(registry.readers.get(DOCUMENTS_CORPUS)(path, sentences_per_doc=10)(nlp)))
+
+
+def chunker(data_dir):
+    nlp = spacy.blank("en")
+    nlp.add_pipe("structperc_chunker", name="chunker")
+    reader = registry.readers.get("spacy-structperc.conll2000_reader.v1")(
+        data_dir / "conll2000" / "train.txt", part="all", limit=300)
+    return train(nlp, list(reader(nlp)))
+
+
+def ner(data_dir):
+    nlp = spacy.blank("en")
+    model = {"@architectures": "spacy-structperc.AveragedPerceptron.v1",
+             "features": {"@misc": "spacy-structperc.ner_features.v1", "pos": True}}
+    nlp.add_pipe("structperc_ner", name="ner", config={"model": model})
+    reader = registry.readers.get("spacy-structperc.conll2003_reader.v1")(
+        data_dir / "conll2003" / "eng.train", limit=300)
+    return train(nlp, list(reader(nlp)))
+
+
+@pytest.fixture(scope="module")
+def assembled_dir(data_dir, require_corpus, tmp_path_factory):
+    require_corpus(data_dir / "conll2000" / "train.txt")
+    require_corpus(data_dir / "conll2003" / "eng.train")
+    tmp = tmp_path_factory.mktemp("pipeline_en")
+    parts = {"tagger_parser": tagger_parser(data_dir, tmp), "chunker": chunker(data_dir), "ner": ner(data_dir)}
+    overrides = {}
+    for name, nlp in parts.items():
+        nlp.to_disk(tmp / name)
+        overrides[f"paths.{name}"] = str(tmp / name)
+    # What `spacy assemble configs/pipeline_en.cfg ...` does.
+    config = load_config(REPO_ROOT / "configs" / "pipeline_en.cfg", overrides=overrides, interpolate=False)
+    nlp = load_model_from_config(config, auto_fill=True)
+    nlp.to_disk(tmp / "assembled")
+    return tmp / "assembled"
+
+
+@pytest.fixture(scope="module")
+def pipeline(assembled_dir):
+    return spacy.load(assembled_dir)
+
+
+def test_assembled_pipeline_has_every_component_in_order(pipeline):
+    assert pipeline.pipe_names == ["tagger", "parser", "chunker", "ner"]
+    assert pipeline.analyze_pipes()["problems"] == {name: [] for name in pipeline.pipe_names}
+    assert set(pipeline.get_pipe("ner").labels) == {"PER", "ORG", "LOC", "MISC"}
+
+
+@pytest.mark.parametrize("text", TEXTS)
+def test_raw_text_gets_every_annotation(pipeline, text):
+    doc = pipeline(text)
+    if not text:
+        assert len(doc) == 0
+        return
+    for attr in ("TAG", "POS", "DEP", "SENT_START", "ENT_IOB"):
+        assert doc.has_annotation(attr), attr
+    assert all(t.tag_ and t.pos_ and t.dep_ for t in doc)
+    sents = list(doc.sents)
+    assert sents and sents[0].start == 0 and sents[-1].end == len(doc)
+    assert sum(1 for t in doc if t.dep_ == "ROOT") == len(sents)
+    assert "chunks" in doc.spans and len(doc.spans["chunks"]) > 0
+    assert all(t.ent_iob_ in ("B", "I", "O") for t in doc)
+
+
+def test_pipe_matches_call_and_keeps_preset_entities(pipeline):
+    texts = [t for t in TEXTS if t]
+    piped = list(pipeline.pipe(texts, batch_size=2))
+    for text, doc in zip(texts, piped):
+        one = pipeline(text)
+        assert [(t.tag_, t.dep_, t.head.i) for t in doc] == [(t.tag_, t.dep_, t.head.i) for t in one]
+        assert [(e.start, e.end, e.label_) for e in doc.ents] == [(e.start, e.end, e.label_) for e in one.ents]
+
+
+@pytest.mark.slow
+def test_packaged_wheel_installs_into_a_fresh_venv_and_loads(assembled_dir, tmp_path):
+    import site
+    import sysconfig
+
+    packages = tmp_path / "packages"
+    packages.mkdir()
+    result = subprocess.run([sys.executable, "-m", "spacy", "package", str(assembled_dir), str(packages),
+                             "--name", "structperc_test", "--version", "0.0.1", "--build", "wheel", "--force"],
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout + result.stderr
+    wheels = list(packages.glob("*/dist/*.whl"))
+    assert len(wheels) == 1, result.stdout
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=300)
+    python = venv / "bin" / "python"
+    # The venv sees this environment's packages (spaCy, spacy-structperc) through a .pth file,
+    # and installs only the wheel, with pip run from here.
+    venv_site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                                    capture_output=True, text=True, check=True).stdout.strip())
+    here = [p for p in {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"], *site.getsitepackages()}
+            if Path(p).exists()]
+    # addsitedir, not a plain path: the .pth files there (an editable install's finder) count too.
+    (venv_site / "_outer_env.pth").write_text("".join(f"import site; site.addsitedir({p!r})\n" for p in here))
+    install = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--quiet",
+                              "--target", str(venv_site), str(wheels[0])], capture_output=True, text=True, timeout=600)
+    assert install.returncode == 0, install.stdout + install.stderr
+    script = textwrap.dedent("""
+        import spacy
+        nlp = spacy.load("en_structperc_test")
+        doc = nlp("I went home. Then I slept in London.")
+        assert nlp.pipe_names == ["tagger", "parser", "chunker", "ner"], nlp.pipe_names
+        assert doc.has_annotation("DEP") and doc.has_annotation("POS") and "chunks" in doc.spans
+        print(nlp.meta["name"], len(list(doc.sents)))
+    """)
+    run = subprocess.run([str(python), "-c", script], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert run.stdout.startswith("structperc_test")
