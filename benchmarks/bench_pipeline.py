@@ -83,7 +83,7 @@ def ewt_documents(data_root: Path, out: Path, vocab) -> Path:
 
 def benchmark_speed_cli(model: str, data: Path) -> float:
     """Mean words/s that `spacy benchmark speed` reports."""
-    run = subprocess.run([sys.executable, "-m", "spacy", "benchmark", "speed", model, str(data), "--batches", "30",
+    run = subprocess.run([sys.executable, "-m", "spacy", "benchmark", "speed", model, str(data), "--batch-size", "16", "--batches", "30",
                           "--warmup", "1"], capture_output=True, text=True, env=C.child_env(), cwd=C.REPO_ROOT)
     if run.returncode != 0:
         raise RuntimeError(run.stdout + run.stderr)

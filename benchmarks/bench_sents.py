@@ -32,26 +32,12 @@ from typing import Any, Dict, List, Optional, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as C  # noqa: E402
+from bench_parser import prepare_data  # noqa: E402  (EWT one sentence per Doc, as bench_parser reads it)
 
 COMPONENT = "sents"
 DATASET = "ud_en_ewt"
-SPLIT_FILES = {"train": "*-ud-train.conllu", "dev": "*-ud-dev.conllu", "test": "*-ud-test.conllu"}
-QUICK_LIMITS = {"train": 1500, "dev": 200, "test": 300}
 PARTS = ("structperc", "structperc_one", "spacy_parser", "spacy_senter")
 READER = "spacy-structperc.documents_corpus.v1"
-
-
-def prepare_data(data_dir: Path, work_dir: Path, quick: bool) -> Dict[str, str]:
-    out_dir = work_dir / "data" / COMPONENT / ("quick" if quick else "full")
-    paths = {}
-    for split, pattern in SPLIT_FILES.items():
-        src = C.find_split_file(data_dir, split, pattern)
-        out = out_dir / f"{split}.spacy"
-        info = C.conllu_to_docbins(src, {"gold": out}, limit=QUICK_LIMITS[split] if quick else 0)
-        if info.get("converted"):
-            print(f"  converted {src.name}: {info['docs']} docs, {info['tokens']} tokens", flush=True)
-        paths[split] = str(out)
-    return paths
 
 
 def evaluate_raw(nlp, test_path: str, sentences_per_doc: int) -> Dict[str, float]:

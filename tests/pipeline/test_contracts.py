@@ -11,15 +11,7 @@ from spacy.util import load_model_from_config
 from thinc.api import Config
 
 import spacy_structperc  # noqa: F401
-
-NER_TRAIN = [
-    ("John Smith works for Acme Corp in Boston .", [(0, 2, "PER"), (4, 6, "ORG"), (7, 8, "LOC")]),
-    ("Mary lives in New York City .", [(0, 1, "PER"), (3, 6, "LOC")]),
-    ("Acme Corp hired Peter Jones yesterday .", [(0, 2, "ORG"), (3, 5, "PER")]),
-    ("Boston and Paris are cities .", [(0, 1, "LOC"), (2, 3, "LOC")]),
-]
-WORDS_MODEL = {"@architectures": "spacy-structperc.AveragedPerceptron.v1",
-               "features": {"@misc": "spacy-structperc.ner_features.v1", "pos": False}}
+from test_ner import TRAIN_DATA as NER_TRAIN, WORDS_MODEL
 POS_MODEL = {"@architectures": "spacy-structperc.AveragedPerceptron.v1",
              "features": {"@misc": "spacy-structperc.ner_features.v1", "pos": True}}
 TAGGED = [
