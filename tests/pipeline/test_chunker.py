@@ -438,7 +438,7 @@ def test_spacy_train_cli_with_the_conll2000_reader(tmp_path):
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     best = tmp_path / "out" / "model-best"
     meta = srsly.read_json(best / "meta.json")
-    assert meta["performance"]["spans_chunks_f"] == 1.0
+    assert meta["performance"]["chunks_f"] == 1.0
     loaded = spacy.load(best)
     assert chunks_of(loaded(input_docs(loaded.vocab)[2])) == TRAIN_DATA[2][2]
 
