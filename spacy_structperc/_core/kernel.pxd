@@ -13,6 +13,12 @@ cdef struct Postings:
     float* vals
 
 
+cdef struct PrimalSlot:
+    uint64_t key         # 0 marks an empty slot
+    double w             # sum_i a_i phi_f(s_i)
+    double u             # sum over updates of clock * delta * phi_f(s_i)
+
+
 cdef struct CachedRow:
     int64_t covered      # the row holds K(s_i, q) for every support id i < covered
     int64_t nnz
@@ -74,8 +80,30 @@ cdef class PolynomialKernel(Kernel):
     cdef void _free_lists(self) noexcept
 
 
+cdef class Expansion:
+    """The explicit feature map of a polynomial kernel of degree <= 2, as primal weights."""
+    cdef readonly int degree
+    cdef double _lin_query           # a query's linear feature value per unit of x_k
+    cdef double _diag_query          # ... of x_k x_k
+    cdef double _pair_query          # ... of x_j x_k, j != k (both orders)
+    cdef bint _linear                # the linear features exist (coef0 != 0 or degree 1)
+    cdef PrimalSlot* _table
+    cdef size_t _capacity
+    cdef readonly int64_t n_features
+    cdef uint64_t* _fkeys
+    cdef double* _fvals
+    cdef int64_t _fcap
+
+    cdef int64_t expand(self, const uint64_t* keys, const float* vals, int64_t n, bint query) except -1
+    cdef int add(self, int64_t n_features, double delta, double clocked) except -1
+    cdef void dot(self, int64_t n_features, double* sw, double* su) noexcept nogil
+    cdef int _grow(self) except -1
+    cdef int add_item(self, PolynomialKernel kernel, int64_t item, double delta, double clocked) except -1
+
+
 cdef class DualPerceptron:
     cdef readonly Kernel kernel
+    cdef readonly Expansion expansion    # None unless the primal expansion is on
     cdef readonly int64_t clock
     cdef readonly int64_t n_support      # live support items
     cdef readonly int64_t n_events

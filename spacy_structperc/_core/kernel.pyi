@@ -38,8 +38,15 @@ class PolynomialKernel(Kernel):
     @property
     def n_postings(self) -> int: ...
 
+class Expansion:
+    degree: int
+    n_features: int
+    @property
+    def n_bytes(self) -> int: ...
+
 class DualPerceptron:
     kernel: Kernel
+    expansion: Optional[Expansion]
     clock: int
     n_support: int
     n_events: int
@@ -56,7 +63,10 @@ class DualPerceptron:
         budget: int = 0,
         budget_policy: str = "oldest",
         cache_mb: float = 0.0,
+        expand: Union[str, bool] = "auto",
     ) -> None: ...
+    @property
+    def expanded(self) -> bool: ...
     @property
     def budget_policy(self) -> str: ...
     @property

@@ -17,7 +17,8 @@ Python surface
     K(x, y); ``kernel.store(item)`` adds a support item and returns its id; ``kernel.kernel_row(x)``
     is the dense vector of K(s_i, x) over the support items.
 
-``DualPerceptron(kernel, prediction="averaged", budget=0, budget_policy="oldest", cache_mb=0)``
+``DualPerceptron(kernel, prediction="averaged", budget=0, budget_policy="oldest", cache_mb=0,
+expand="auto")``
     ``update(item, delta, item_id=-1)`` adds ``delta * phi(item)`` to the perceptron: a new
     support item with coefficient delta, or, when ``item_id >= 0`` names an item already in
     support, delta is merged into its coefficient (an item id must always mean one feature
@@ -49,10 +50,20 @@ Python surface
     predictions become those of the update history without that item's updates. Forgotten items
     are swept out of the kernel's store in batches, which renumbers support ids.
 
+    ``expand`` ("auto": on for a PolynomialKernel of degree <= 2; True; False): keep, next to the
+    support items, the kernel's explicit feature map as primal weights (``Expansion``: one weight
+    per key and per pair of keys, with Daume accumulators), so that "last" and "averaged" scores
+    cost the n (n + 1) / 2 pairs of the query's n keys instead of the postings of its keys over
+    the whole support (Kudo & Matsumoto's PKE). Same scores up to float rounding (features are
+    64-bit hashes: two coincide with probability ~2^-64); more memory (~50 bytes per distinct
+    feature). The voted prediction always reads kernel rows.
+
     ``cache_mb`` (0: off) keeps, per item id, the sparse kernel row K(s_i, x) of the support
     items seen so far; the next query of that id computes only the items added since. Memory is
     bounded: once the cache is full no new ids are cached, and a row that would overflow it is
-    dropped.
+    dropped. It pays for kernels whose pairs are dear (a tree kernel); for the polynomial kernel
+    over features shared by most items the rows are dense and the cache is slower than the
+    inverted index (benchmarks/bench_kernel.py measures both).
 
     ``to_bytes()`` / ``from_bytes(data)``: msgpack (srsly) of little-endian numpy buffers with a
     kind key, a format version and a checksum of the body; the kernel's class name, parameters and
@@ -110,6 +121,14 @@ from libc.stdlib cimport calloc, free, malloc, realloc
 from libc.string cimport memcpy, memset
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
 cimport cython
+
+from .templates cimport mix64, hash_combine
+
+cdef extern from *:
+    """
+    #define STRUCTPERC_KERNEL_PREFETCH(p) __builtin_prefetch((const void*)(p))
+    """
+    void prefetch "STRUCTPERC_KERNEL_PREFETCH"(const void* p) noexcept nogil
 
 import hashlib
 
@@ -633,6 +652,166 @@ register_kernel(PolynomialKernel)
 
 
 # ---------------------------------------------------------------------------------------------
+# The primal expansion of a polynomial kernel of degree <= 2
+
+
+cdef uint64_t _LINEAR_SALT = 0x5bd1e9955bd1e995ULL
+cdef uint64_t _PAIR_SALT = 0x27d4eb2f165667c5ULL
+
+
+cdef inline uint64_t _linear_key(uint64_t k) noexcept nogil:
+    cdef uint64_t h = mix64(k ^ _LINEAR_SALT)
+    return h if h != 0 else 1
+
+
+cdef inline uint64_t _pair_key(uint64_t a, uint64_t b) noexcept nogil:
+    cdef uint64_t h
+    if a > b:
+        a, b = b, a
+    h = hash_combine(mix64(a ^ _PAIR_SALT), b)
+    return h if h != 0 else 1
+
+
+cdef class Expansion:
+    """Kudo & Matsumoto's PKE, exact for degree <= 2: the dual's sum over support items as primal
+    weights over the kernel's explicit features.
+
+    ``(gamma <x, y> + c) ** 2 = c^2 + 2 c gamma sum_k x_k y_k + gamma^2 sum_{j,k} x_j x_k y_j y_k``:
+    a weight per key (``sum_i a_i s_ik``) and per unordered pair of keys (``sum_i a_i s_ij s_ik``),
+    each with its Daume accumulator. A query then costs its n keys and n (n + 1) / 2 pairs, however
+    many support items there are. Features are hashed to 64 bits (pairs by a mixing hash of the two
+    keys), so two features coincide only with probability ~2^-64 per pair.
+    """
+
+    def __cinit__(self, int degree, double coef0, double gamma):
+        if not 1 <= degree <= 2:
+            raise ValueError(Errors.S283.format(setting="degree of an expanded kernel", requirement="1 or 2",
+                                                value=degree))
+        self.degree = degree
+        if degree == 1:
+            self._lin_query = gamma
+            self._linear = gamma != 0.0
+        else:
+            self._lin_query = 2.0 * coef0 * gamma
+            self._linear = self._lin_query != 0.0
+            self._diag_query = gamma * gamma
+            self._pair_query = 2.0 * gamma * gamma
+        self._capacity = 1 << 12
+        self._table = <PrimalSlot*>calloc(self._capacity, sizeof(PrimalSlot))
+        if self._table == NULL:
+            raise MemoryError()
+
+    def __dealloc__(self):
+        free(self._table)
+        free(self._fkeys)
+        free(self._fvals)
+
+    @property
+    def n_bytes(self):
+        return self._capacity * sizeof(PrimalSlot)
+
+    cdef int64_t expand(self, const uint64_t* keys, const float* vals, int64_t n, bint query) except -1:
+        """The features of an item into the scratch buffers: scaled for a query (the kernel's
+        constants folded in), raw for a support item (its keys unique)."""
+        cdef int64_t need = (n if self._linear else 0) + (n * (n + 1) // 2 if self.degree == 2 else 0)
+        if need > self._fcap:
+            self._fcap = _next_cap(self._fcap, need, 1024)
+            _grow(<void**>&self._fkeys, self._fcap, sizeof(uint64_t))
+            _grow(<void**>&self._fvals, self._fcap, sizeof(double))
+        cdef int64_t j, k, m = 0
+        cdef double vj
+        cdef double lin = self._lin_query if query else 1.0
+        cdef double diag = self._diag_query if query else 1.0
+        cdef double pair = self._pair_query if query else 1.0
+        with nogil:
+            if self._linear:
+                for j in range(n):
+                    self._fkeys[m] = _linear_key(keys[j])
+                    self._fvals[m] = lin * vals[j]
+                    m += 1
+            if self.degree == 2:
+                for j in range(n):
+                    vj = vals[j]
+                    self._fkeys[m] = _pair_key(keys[j], keys[j])
+                    self._fvals[m] = diag * vj * vj
+                    m += 1
+                    for k in range(j + 1, n):
+                        self._fkeys[m] = _pair_key(keys[j], keys[k])
+                        self._fvals[m] = pair * vj * vals[k]
+                        m += 1
+        return m
+
+    cdef int _grow(self) except -1:
+        cdef size_t new_capacity = self._capacity * 2
+        cdef PrimalSlot* table = <PrimalSlot*>calloc(new_capacity, sizeof(PrimalSlot))
+        if table == NULL:
+            raise MemoryError()
+        cdef size_t mask = new_capacity - 1
+        cdef size_t i, b
+        for i in range(self._capacity):
+            if self._table[i].key != 0:
+                b = _slot(self._table[i].key, mask)
+                while table[b].key != 0:
+                    b = (b + 1) & mask
+                table[b] = self._table[i]
+        free(self._table)
+        self._table = table
+        self._capacity = new_capacity
+        return 0
+
+    cdef int add(self, int64_t n_features, double delta, double clocked) except -1:
+        """W_f += delta * phi_f and U_f += clocked * phi_f for the expanded features."""
+        cdef int64_t t
+        cdef size_t mask, b
+        cdef uint64_t key
+        for t in range(n_features):
+            if <size_t>(self.n_features + 1) * 2 > self._capacity:
+                self._grow()
+            mask = self._capacity - 1
+            key = self._fkeys[t]
+            b = _slot(key, mask)
+            while self._table[b].key != 0 and self._table[b].key != key:
+                b = (b + 1) & mask
+            if self._table[b].key == 0:
+                self._table[b].key = key
+                self.n_features += 1
+            self._table[b].w += delta * self._fvals[t]
+            self._table[b].u += clocked * self._fvals[t]
+        return 0
+
+    cdef int add_item(self, PolynomialKernel kernel, int64_t item, double delta, double clocked) except -1:
+        cdef int64_t start = kernel._ptr[item]
+        cdef int64_t n = kernel._ptr[item + 1] - start
+        cdef int64_t m = self.expand(&kernel._keys[start] if n else NULL, &kernel._vals[start] if n else NULL,
+                                     n, False)
+        return self.add(m, delta, clocked)
+
+    cdef void dot(self, int64_t n_features, double* sw, double* su) noexcept nogil:
+        """sum_f q_f W_f and sum_f q_f U_f over the expanded query's features."""
+        cdef int64_t t, start, stop
+        cdef size_t mask = self._capacity - 1
+        cdef size_t b
+        cdef uint64_t key
+        cdef double w = 0.0, u = 0.0
+        # Lookups are cache misses: issue a block of them before reading any.
+        for start in range(0, n_features, 32):
+            stop = min(n_features, start + 32)
+            for t in range(start, stop):
+                prefetch(&self._table[_slot(self._fkeys[t], mask)])
+            for t in range(start, stop):
+                key = self._fkeys[t]
+                b = _slot(key, mask)
+                while self._table[b].key != 0:
+                    if self._table[b].key == key:
+                        w += self._fvals[t] * self._table[b].w
+                        u += self._fvals[t] * self._table[b].u
+                        break
+                    b = (b + 1) & mask
+        sw[0] = w
+        su[0] = u
+
+
+# ---------------------------------------------------------------------------------------------
 # The perceptron
 
 
@@ -644,7 +823,7 @@ cdef class DualPerceptron:
         self._row_of_id = {}
 
     def __init__(self, Kernel kernel not None, prediction="averaged", int64_t budget=0,
-                 budget_policy="oldest", double cache_mb=0.0):
+                 budget_policy="oldest", double cache_mb=0.0, expand="auto"):
         if kernel.n_items != 0:
             raise ValueError(Errors.S286.format(n=kernel.n_items))
         if budget < 0:
@@ -661,6 +840,7 @@ cdef class DualPerceptron:
         self.budget = budget
         self._policy = BUDGET_POLICIES.index(budget_policy)
         self.cache_limit = <int64_t>(cache_mb * 1048576.0)
+        self.expansion = _expansion_for(kernel, expand)
 
     def __dealloc__(self):
         self._free_state()
@@ -705,6 +885,11 @@ cdef class DualPerceptron:
     @prediction.setter
     def prediction(self, value):
         self._mode = _mode_of(value, "prediction")
+
+    @property
+    def expanded(self):
+        """Whether "last" and "averaged" scores come from the primal expansion (see Expansion)."""
+        return self.expansion is not None
 
     @property
     def budget_policy(self):
@@ -789,6 +974,8 @@ cdef class DualPerceptron:
         self._a_sum += delta
         self._u_sum += <double>self.clock * delta
         self._add_event(i, delta)
+        if self.expansion is not None:
+            self.expansion.add_item(<PolynomialKernel>self.kernel, i, delta, <double>self.clock * delta)
         if new and self.budget > 0 and self.n_support > self.budget:
             self._enforce_budget(i)
             if self._n_dead >= max(self.n_support, 256):
@@ -805,6 +992,8 @@ cdef class DualPerceptron:
         self.clock += 1
 
     cdef int _drop(self, int64_t item) except -1:
+        if self.expansion is not None:
+            self.expansion.add_item(<PolynomialKernel>self.kernel, item, -self._a[item], -self._u[item])
         self._alive[item] = 0
         self._a_sum -= self._a[item]
         self._u_sum -= self._u[item]
@@ -1043,7 +1232,22 @@ cdef class DualPerceptron:
         return votes / <double>self.clock
 
     cdef double score_one(self, object item, int64_t item_id, int mode) except? -1:
-        cdef double base = 0.0, result
+        cdef double base = 0.0, result, sw = 0.0, su = 0.0
+        cdef PolynomialKernel poly
+        cdef Expansion expansion = self.expansion
+        cdef int64_t n_features
+        if mode != 2 and expansion is not None:
+            poly = <PolynomialKernel>self.kernel
+            poly.prepare(item)
+            n_features = expansion.expand(poly._qkeys, poly._qvals, poly._qn, True)
+            with nogil:
+                expansion.dot(n_features, &sw, &su)
+                if mode == 0 or self.clock == 0:
+                    result = sw + poly._base * self._a_sum
+                else:
+                    result = (sw - su / <double>self.clock) + poly._base * (
+                        self._a_sum - self._u_sum / <double>self.clock)
+            return result
         cdef int64_t* idx
         cdef double* val
         cdef int64_t n = self._full_row(item, item_id, &base, &idx, &val)
@@ -1173,6 +1377,7 @@ cdef class DualPerceptron:
             "budget": int(self.budget),
             "budget_policy": self.budget_policy,
             "cache_mb": self.cache_mb,
+            "expand": self.expansion is not None,
             "clock": int(self.clock),
             "n_support": int(n),
             "coef": a.astype("<f8").tobytes(),
@@ -1253,16 +1458,19 @@ cdef class DualPerceptron:
             budget = int(body["budget"])
             policy = BUDGET_POLICIES.index(body["budget_policy"])
             cache_mb = float(body.get("cache_mb", 0.0))
+            expansion = _expansion_for(kernel, bool(body.get("expand", False)))
             if budget < 0 or not (cache_mb >= 0):
                 raise ValueError("bad settings")
         except (KeyError, TypeError, ValueError, IndexError, OverflowError, AttributeError) as e:
             raise ValueError(Errors.S280.format(reason=str(e))) from None
+        cdef Expansion typed_expansion = expansion
         self._free_state()
         self.kernel = kernel
         self._mode = prediction
         self.budget = budget
         self._policy = policy
         self.cache_limit = <int64_t>(cache_mb * 1048576.0)
+        self.expansion = expansion
         self._ensure_support(n)
         cdef int64_t i
         for i in range(n):
@@ -1270,8 +1478,6 @@ cdef class DualPerceptron:
             self._u[i] = u[i]
             self._ids[i] = ids[i]
             self._alive[i] = 1
-            self._a_sum += a[i]
-            self._u_sum += u[i]
             if ids[i] >= 0:
                 self._by_id[int(ids[i])] = i
         self._n_total = n
@@ -1279,11 +1485,36 @@ cdef class DualPerceptron:
         for e in range(ev_item.shape[0]):
             self.clock = ev_clock[e]
             self._add_event(ev_item[e], ev_delta[e])
+            # The running sums too, in the order the original made them.
+            self._a_sum += ev_delta[e]
+            self._u_sum += float(ev_clock[e]) * ev_delta[e]
+            if typed_expansion is not None:
+                # Replayed in history order: the same sums as the original's, bit for bit
+                # unless the budget subtracted forgotten items from them.
+                typed_expansion.add_item(<PolynomialKernel>kernel, ev_item[e], ev_delta[e],
+                                         float(ev_clock[e]) * ev_delta[e])
         self.clock = clock
         return self
 
     def __reduce__(self):
         return (_load_dual_perceptron, (self.to_bytes(),))
+
+
+def _expansion_for(Kernel kernel, expand):
+    """The Expansion that the ``expand`` setting asks for: "auto" (a polynomial kernel of degree
+    <= 2), True (the same, or an error) or False."""
+    cdef bint able = isinstance(kernel, PolynomialKernel) and (<PolynomialKernel>kernel).degree <= 2
+    if expand == "auto":
+        expand = able
+    elif not isinstance(expand, bool):
+        raise ValueError(Errors.S283.format(setting="expand", requirement='"auto", True or False', value=expand))
+    if not expand:
+        return None
+    if not able:
+        raise ValueError(Errors.S283.format(setting="expand", requirement="False or \"auto\" for a kernel other "
+                                            "than PolynomialKernel of degree <= 2", value=expand))
+    return Expansion((<PolynomialKernel>kernel).degree, (<PolynomialKernel>kernel).coef0,
+                     (<PolynomialKernel>kernel).gamma)
 
 
 def _load_dual_perceptron(data):

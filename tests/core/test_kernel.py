@@ -104,6 +104,9 @@ def test_bad_items_and_settings_raise_coded_errors():
         DualPerceptron(PolynomialKernel(), prediction="median")
     with pytest.raises(ValueError, match="S283"):
         DualPerceptron(PolynomialKernel(), budget_policy="random")
+    with pytest.raises(ValueError, match="S283"):
+        DualPerceptron(PolynomialKernel(degree=3), expand=True)
+    assert not DualPerceptron(PolynomialKernel(degree=3)).expanded
     used = PolynomialKernel()
     used.store([1])
     with pytest.raises(ValueError, match="S286"):
@@ -132,10 +135,12 @@ def test_polynomial_kernel_is_symmetric_and_positive_semidefinite(vectors, degre
 # The dual perceptron against the primal one
 
 
-def test_linear_dual_perceptron_equals_the_primal_averaged_weights_prediction_by_prediction():
+@pytest.mark.parametrize("expand", [False, True])
+def test_linear_dual_perceptron_equals_the_primal_averaged_weights_prediction_by_prediction(expand):
     rng = numpy.random.default_rng(7)
     teacher = rng.normal(size=61)
-    dual = DualPerceptron(PolynomialKernel(1, 0.0, 1.0))
+    dual = DualPerceptron(PolynomialKernel(1, 0.0, 1.0), expand=expand)
+    assert dual.expanded == expand
     primal = AveragedWeights(1, 256)
     n_mistakes = 0
     for epoch in range(3):
@@ -199,10 +204,11 @@ def _explicit_scores(support, coef, x, degree, coef0):
     return numpy.cumsum(numpy.asarray(coef) * k) if len(support) else numpy.zeros(0)
 
 
-def test_voted_and_averaged_predictions_equal_brute_force_over_every_prefix_perceptron():
+@pytest.mark.parametrize("expand", [False, True])
+def test_voted_and_averaged_predictions_equal_brute_force_over_every_prefix_perceptron(expand):
     rng = numpy.random.default_rng(11)
     teacher = rng.normal(size=64)
-    perceptron = DualPerceptron(PolynomialKernel(2, 1.0, 1.0))
+    perceptron = DualPerceptron(PolynomialKernel(2, 1.0, 1.0), expand=expand)
     make = lambda r: _random_item(r, 40, size=(2, 6))
     label = lambda x: 1.0 if teacher[x.astype(numpy.int64)].sum() > 0.3 else -1.0
     support, coef, snapshots = _train_snapshots(perceptron, rng, 120, make, label)
@@ -216,10 +222,11 @@ def test_voted_and_averaged_predictions_equal_brute_force_over_every_prefix_perc
         assert perceptron.score(x, mode="last") == pytest.approx(prefix[-1], rel=1e-9, abs=1e-9)
 
 
-def test_voted_ranking_equals_brute_force_argmax_votes_of_every_prefix_perceptron():
+@pytest.mark.parametrize("expand", [False, True])
+def test_voted_ranking_equals_brute_force_argmax_votes_of_every_prefix_perceptron(expand):
     rng = numpy.random.default_rng(12)
     teacher = rng.normal(size=64)
-    perceptron = DualPerceptron(PolynomialKernel(2, 1.0, 1.0))
+    perceptron = DualPerceptron(PolynomialKernel(2, 1.0, 1.0), expand=expand)
     make = lambda r: _random_item(r, 30, size=(2, 5))
     label = lambda x: float(teacher[x.astype(numpy.int64)].sum())
     support, coef, snapshots = _train_snapshots(perceptron, rng, 80, make, label, candidates=4)
@@ -300,7 +307,26 @@ def test_novikoff_mistake_bound_on_xor_data_separable_only_with_the_degree_2_ker
 
 
 # ---------------------------------------------------------------------------------------------
-# Merging, the budget and the cache
+# The primal expansion, merging, the budget and the cache
+
+
+@pytest.mark.parametrize("degree,coef0,gamma", [(1, 0.0, 1.0), (1, 2.0, 0.5), (2, 1.0, 1.0), (2, 0.0, 0.7), (2, 0.3, 1.7)])
+def test_the_primal_expansion_scores_like_the_kernel_rows_through_merges_and_budget_drops(degree, coef0, gamma):
+    rng = numpy.random.default_rng(31 + degree)
+    rows = DualPerceptron(PolynomialKernel(degree, coef0, gamma), expand=False, budget=40)
+    expanded = DualPerceptron(PolynomialKernel(degree, coef0, gamma), expand=True, budget=40)
+    for t in range(400):
+        x = _random_item(rng, 30, values=bool(t % 3), duplicates=True)
+        for mode in ("last", "averaged"):
+            assert expanded.score(x, mode=mode) == pytest.approx(rows.score(x, mode=mode), rel=1e-9, abs=1e-9)
+        if rng.random() < 0.4:
+            d = float(rng.normal())
+            item_id = int(rng.integers(60))
+            rows.update(x, d, item_id=item_id)
+            expanded.update(x, d, item_id=item_id)
+        rows.tick()
+        expanded.tick()
+    assert expanded.expansion.n_features > 0
 
 
 def test_an_item_id_merges_repeated_updates_into_one_coefficient():
@@ -321,11 +347,12 @@ def test_an_item_id_merges_repeated_updates_into_one_coefficient():
             assert merged.score(x, mode=mode) == pytest.approx(separate.score(x, mode=mode), rel=1e-9, abs=1e-9)
 
 
-@pytest.mark.parametrize("policy", ["oldest", "smallest"])
-def test_budget_keeps_the_support_within_bounds_and_forgets_items_entirely(policy):
+@pytest.mark.parametrize("policy,expand", [("oldest", False), ("oldest", True), ("smallest", True)])
+def test_budget_keeps_the_support_within_bounds_and_forgets_items_entirely(policy, expand):
     rng = numpy.random.default_rng(8)
     budget = 25
-    perceptron = DualPerceptron(PolynomialKernel(2, 1.0, 1.0), budget=budget, budget_policy=policy)
+    perceptron = DualPerceptron(PolynomialKernel(2, 1.0, 1.0), budget=budget, budget_policy=policy,
+                                expand=expand)
     added = []
     for t in range(700):
         x = _random_item(rng, 40)
@@ -357,8 +384,9 @@ def test_cached_kernel_rows_give_the_same_scores_within_the_memory_bound():
     rng = numpy.random.default_rng(9)
     teacher = rng.normal(size=81)
     pool = [_random_item(rng, 80, size=(5, 15)) for _ in range(120)]
-    cached = DualPerceptron(PolynomialKernel(), cache_mb=0.05)
-    plain = DualPerceptron(PolynomialKernel())
+    # The cache serves kernel rows, which the expansion does without: compare the two.
+    cached = DualPerceptron(PolynomialKernel(), cache_mb=0.05, expand=False)
+    plain = DualPerceptron(PolynomialKernel(), expand=True)
     for epoch in range(4):
         for j, x in enumerate(pool):
             y = 1.0 if teacher[x.astype(numpy.int64)].sum() > 0 else -1.0
@@ -496,15 +524,25 @@ def test_serialization_round_trip_gives_identical_scores_and_training_state():
     queries = [_random_item(rng, 50) for _ in range(20)]
     for mode in ("last", "averaged", "voted"):
         expected = perceptron.score_batch(queries, mode=mode)
-        assert numpy.array_equal(restored.score_batch(queries, mode=mode), expected)
-        assert numpy.array_equal(pickled.score_batch(queries, mode=mode), expected)
-        assert numpy.array_equal(restored.rank(queries, mode=mode), perceptron.rank(queries, mode=mode))
+        # The expansion is rebuilt from the history, without the budget's subtractions: the same
+        # sums up to rounding ("voted" reads kernel rows, which come back exactly).
+        tolerance = dict(rel=1e-12, abs=1e-12) if mode != "voted" else dict(rel=0, abs=0)
+        assert restored.score_batch(queries, mode=mode) == pytest.approx(expected, **tolerance)
+        assert pickled.score_batch(queries, mode=mode) == pytest.approx(expected, **tolerance)
+        assert restored.rank(queries, mode=mode) == pytest.approx(perceptron.rank(queries, mode=mode), **tolerance)
     # Training continues identically (item ids and the clock came back too).
     for p in (perceptron, restored):
         p.update(queries[0], 1.0, item_id=3)
         p.update(queries[1], -1.0, item_id=500)
         p.tick()
-    assert numpy.array_equal(restored.score_batch(queries), perceptron.score_batch(queries))
+    assert restored.score_batch(queries) == pytest.approx(perceptron.score_batch(queries), rel=1e-12, abs=1e-12)
+    exact = DualPerceptron(PolynomialKernel(), expand=False)
+    for t in range(50):
+        exact.update(_random_item(rng, 50, values=True), float(rng.normal()), item_id=t % 7)
+        exact.tick()
+    copy = DualPerceptron(Kernel()).from_bytes(exact.to_bytes())
+    for mode in ("last", "averaged", "voted"):
+        assert numpy.array_equal(copy.score_batch(queries, mode=mode), exact.score_batch(queries, mode=mode))
 
 
 def test_damaged_bytes_raise_the_coded_error_and_never_load():
