@@ -43,6 +43,20 @@ COMPONENT = "kernel"
 DATASET = "synthetic sparse binary"
 
 
+def _mix64(h):
+    """MurmurHash3's finalizer, as the feature templates hash their keys (AveragedWeights expects
+    well-mixed keys: its buckets are the low bits)."""
+    h = h.astype(numpy.uint64, copy=True)
+    with numpy.errstate(over="ignore"):
+        h ^= h >> numpy.uint64(33)
+        h *= numpy.uint64(0xFF51AFD7ED558CCD)
+        h ^= h >> numpy.uint64(33)
+        h *= numpy.uint64(0xC4CEB9FE1A85EC53)
+        h ^= h >> numpy.uint64(33)
+    h[h == 0] = 1
+    return h
+
+
 def make_problem(n_items: int, n_features: int, n_pairs: int, noise: float, seed: int, n_informative: int = 10):
     """Items (n_items x n_features uint64 keys) and labels (+1/-1) of the synthetic problem."""
     rng = numpy.random.default_rng(seed)
@@ -52,8 +66,8 @@ def make_problem(n_items: int, n_features: int, n_pairs: int, noise: float, seed
         ranks = numpy.arange(1, vocab[t] + 1, dtype=numpy.float64)
         p = ranks ** -1.1
         values[:, t] = rng.choice(vocab[t], size=n_items, p=p / p.sum())
-    keys = ((numpy.arange(n_features, dtype=numpy.uint64)[None, :] << numpy.uint64(32))
-            | values.astype(numpy.uint64)) + numpy.uint64(1)
+    keys = _mix64(((numpy.arange(n_features, dtype=numpy.uint64)[None, :] << numpy.uint64(32))
+                   | values.astype(numpy.uint64)) + numpy.uint64(1))
     # The teacher: a linear part plus conjunctions of n_pairs template pairs, over n_informative
     # templates of at most 100 values; the others are distractors.
     small = numpy.flatnonzero(vocab <= 100)   # informative templates are POS/chunk-like

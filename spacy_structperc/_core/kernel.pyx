@@ -1239,6 +1239,8 @@ cdef class DualPerceptron:
         if mode != 2 and expansion is not None:
             poly = <PolynomialKernel>self.kernel
             poly.prepare(item)
+            with nogil:
+                _drop_unseen_keys(poly)
             n_features = expansion.expand(poly._qkeys, poly._qvals, poly._qn, True)
             with nogil:
                 expansion.dot(n_features, &sw, &su)
@@ -1498,6 +1500,19 @@ cdef class DualPerceptron:
 
     def __reduce__(self):
         return (_load_dual_perceptron, (self.to_bytes(),))
+
+
+cdef void _drop_unseen_keys(PolynomialKernel poly) noexcept nogil:
+    """Keep only the query keys some support item has had: every expanded feature with another
+    key has weight 0 (a word seen in no mistake, for one). The kernel's key table is small and
+    warm, the expansion's large and cold, and a query's pairs shrink with the square of its keys."""
+    cdef int64_t j, m = 0
+    for j in range(poly._qn):
+        if poly._find(poly._qkeys[j]) >= 0:
+            poly._qkeys[m] = poly._qkeys[j]
+            poly._qvals[m] = poly._qvals[j]
+            m += 1
+    poly._qn = m
 
 
 def _expansion_for(Kernel kernel, expand):
