@@ -11,7 +11,7 @@ class ErrorsWithCodes(type):
 
 
 class Errors(metaclass=ErrorsWithCodes):
-    S001 = ("Component '{name}' ({factory}) is not initialized: it has no labels or weights yet. "
+    S001 = ("Component '{name}' is not initialized: it has no labels or weights yet. "
             "Call nlp.initialize() before using or training it, or load a trained pipeline.")
     S002 = ("Component '{name}' found no labels in the training data (attribute '{attr}'). Check that "
             "the corpus carries the annotation, or pass labels to initialize (spacy init labels).")

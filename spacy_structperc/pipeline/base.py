@@ -4,6 +4,7 @@ Labels, initialization checks, averaging (predict always reads averaged weights)
 optimizer hooks spaCy's training loop calls, serialization without pickle, and pickling for
 multiprocessing.
 """
+import threading
 from contextlib import contextmanager
 from itertools import islice
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
@@ -31,6 +32,7 @@ class PerceptronPipe(TrainablePipe):
         self.name = name
         self.scorer = scorer
         self.cfg = dict(sorted({"labels": [], **cfg}.items()))
+        self._decoding = _DecodingState()
 
     # Labels ------------------------------------------------------------------------------------
 
@@ -65,10 +67,37 @@ class PerceptronPipe(TrainablePipe):
 
     def _labels_changed(self) -> None:
         """Rebuild whatever caches depend on the label set."""
+        self._decoding.invalidate()
+
+    # Decoding state ----------------------------------------------------------------------------
+    # A transition system is the decoder's scratch space: the bound sentence, extracted feature
+    # keys and score caches, all written while the GIL is released. One system shared by two
+    # threads corrupts both decodings (issue 12), so each thread gets its own (thread-local,
+    # built on first use and reused by later calls of that thread); the weights they read are
+    # shared and never written during prediction. A lock around prediction would also be safe,
+    # but would serialize the nogil decoders that make threads worth using.
+
+    def _thread_system(self, build: Callable[[], Any]) -> Any:
+        """This thread's transition system for the current weights and labels, built by `build`
+        when there is none or it is stale."""
+        weights = self.model.weights
+        slot = self._decoding.slot()
+        system = slot.get("system")
+        if system is None or slot.get("generation") != self._decoding.generation or \
+                system.weights is not weights or system.n_actions != weights.n_classes:
+            slot.clear()
+            slot["generation"] = self._decoding.generation
+            system = build()
+            slot["system"] = system
+        return system
+
+    def _thread_extra(self) -> Dict[str, Any]:
+        """Per-thread values that belong with this thread's system (cleared with it)."""
+        return self._decoding.slot()
 
     def _require_initialized(self) -> None:
         if not self.model.is_initialized or not self.labels:
-            raise ValueError(Errors.S001.format(name=self.name, factory=self.factory_name))
+            raise ValueError(Errors.S001.format(name=self.name))
 
     def _init_labels(self, get_examples: Callable[[], Iterable[Example]], labels: Optional[Iterable[str]],
                      collect: Callable[[Example], Iterable[str]], attr: str, nlp=None) -> None:
@@ -198,6 +227,25 @@ class PerceptronPipe(TrainablePipe):
         settings = {k: v for k, v in self.cfg.items() if k != "labels"}
         return (_unpickle_pipe, (type(self), self.vocab, self.model, self.name, self.scorer,
                                  settings, list(self.labels)))
+
+
+class _DecodingState:
+    """Per-thread slots for a component's decoding state, invalidated together."""
+
+    def __init__(self):
+        self._local = threading.local()
+        self.generation = 0
+
+    def slot(self) -> Dict[str, Any]:
+        slot = getattr(self._local, "slot", None)
+        if slot is None:
+            slot = self._local.slot = {}
+        return slot
+
+    def invalidate(self) -> None:
+        # Other threads see the new generation and rebuild; their old systems die with them.
+        self.generation += 1
+        self.slot().clear()
 
 
 def _unpickle_pipe(cls, vocab, model, name, scorer, settings, labels):

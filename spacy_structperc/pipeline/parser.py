@@ -68,7 +68,6 @@ class StructuredParser(PerceptronPipe):
         if not isinstance(root_label, str) or not root_label:
             raise ValueError(Errors.S012.format(setting="root_label", name=name, value=root_label,
                                                 requirement="a non-empty string"))
-        self._system: Optional[ArcStandardSystem] = None
         self._allowed_keys: Optional[numpy.ndarray] = None
         super().__init__(vocab, model, name, scorer=scorer, decoder=decoder,
                          lookahead_depth=lookahead_depth, label_candidates=label_candidates,
@@ -103,10 +102,10 @@ class StructuredParser(PerceptronPipe):
 
     def _require_initialized(self) -> None:
         if not self.model.is_initialized or not self.cfg["labels"]:
-            raise ValueError(Errors.S001.format(name=self.name, factory=self.factory_name))
+            raise ValueError(Errors.S001.format(name=self.name))
 
     def _labels_changed(self) -> None:
-        self._system = None
+        super()._labels_changed()
         self._class_of = {l: i for i, l in enumerate(self.cfg["labels"])}
         self._label_values = numpy.array([self.vocab.strings.add(l) for l in self.cfg["labels"]]
                                           + [self.vocab.strings.add(self.cfg["root_label"])],
@@ -148,7 +147,7 @@ class StructuredParser(PerceptronPipe):
         self._allowed_keys = None
         if self.cfg["min_feature_freq"] > 1:
             self._allowed_keys = self._gold_features(get_examples, self.cfg["min_feature_freq"])
-        self._system = None
+        self._decoding.invalidate()
 
     def _gold_features(self, get_examples, min_freq: int) -> numpy.ndarray:
         """Feature keys seen at least `min_freq` times along the oracle derivations of the
@@ -160,7 +159,7 @@ class StructuredParser(PerceptronPipe):
                 continue
             heads, deps = projective_gold(eg, self.name)
             gold_heads, gold_labels = self._gold(eg, 0, len(eg.reference), heads, deps)
-            system.set_sentence(self.model.atoms(eg.reference), gold_heads, gold_labels, True)
+            system.set_sentence(self.model.atoms(eg.reference, self.name), gold_heads, gold_labels, True)
             pending.append(system.oracle_keys())
             if len(pending) >= 500:
                 chunks.append(self._count(pending))
@@ -192,13 +191,15 @@ class StructuredParser(PerceptronPipe):
 
     @property
     def system(self) -> ArcStandardSystem:
-        weights = self.model.weights
-        if self._system is None or self._system.weights is not weights or \
-                self._system.n_actions != weights.n_classes:
-            self._system = ArcStandardSystem(self.model.templates, weights, len(self.cfg["labels"]),
-                                             self.cfg["label_candidates"])
-            self._system.set_allowed_keys(self._allowed_keys)
-        return self._system
+        """This thread's transition system over the current weights (see
+        PerceptronPipe._thread_system)."""
+        return self._thread_system(self._build_system)
+
+    def _build_system(self) -> ArcStandardSystem:
+        system = ArcStandardSystem(self.model.templates, self.model.weights, len(self.cfg["labels"]),
+                                   self.cfg["label_candidates"])
+        system.set_allowed_keys(self._allowed_keys)
+        return system
 
     @staticmethod
     def _spans(doc: Doc) -> Tuple[List[Tuple[int, int]], bool]:
@@ -224,7 +225,7 @@ class StructuredParser(PerceptronPipe):
             heads = numpy.arange(n, dtype=numpy.int64)
             classes = numpy.full((n,), root_class, dtype=numpy.int64)
             if n:
-                atoms = self.model.atoms(doc)
+                atoms = self.model.atoms(doc, self.name)
                 spans, allow_break = self._spans(doc)
                 for start, end in spans:
                     system.set_sentence(atoms[start:end], allow_break=allow_break)
@@ -271,11 +272,11 @@ class StructuredParser(PerceptronPipe):
         """Atoms of eg.predicted; if it lacks an annotation the features read (no tagger runs
         before the parser in training) and the tokens are the gold ones, the reference's."""
         try:
-            return self.model.atoms(eg.predicted)
+            return self.model.atoms(eg.predicted, self.name)
         except ValueError:
             if not self.same_tokens(eg):
                 raise
-            return self.model.atoms(eg.reference)
+            return self.model.atoms(eg.reference, self.name)
 
     def update(self, examples: Iterable[Example], *, drop: float = 0.0, sgd=None,
                losses: Optional[Dict[str, float]] = None) -> Dict[str, float]:

@@ -49,15 +49,11 @@ class SequenceLabeller(PerceptronPipe):
         if decoder == "viterbi" and model.templates.max_history > order:
             raise ValueError(Errors.S011.format(name=name, history=model.templates.max_history,
                                                 decoder=decoder, order=order))
-        self._system: Optional[TagSystem] = None
         super().__init__(vocab, model, name, scorer=scorer, decoder=decoder,
                          lookahead_depth=lookahead_depth, order=order, beam_width=beam_width,
                          update=update, margin=float(margin), direction=direction, **cfg)
 
     # Classes -----------------------------------------------------------------------------------
-
-    def _labels_changed(self) -> None:
-        self._system = None
 
     def _transitions(self) -> Optional[numpy.ndarray]:
         """Valid label bigrams, left to right: (n_classes + 1, n_classes) bool, row n_classes =
@@ -74,36 +70,38 @@ class SequenceLabeller(PerceptronPipe):
 
     @property
     def system(self) -> TagSystem:
-        weights = self.model.weights
-        if self._system is None or self._system.weights is not weights or \
-                self._system.n_actions != weights.n_classes:
-            trans = self._transitions()
-            self._start_mask = None
-            if trans is not None:
-                trans = numpy.asarray(trans, dtype=numpy.uint8)
-                m = trans.shape[1]
-                if self.cfg.get("direction", "ltr") == "rtl":
-                    # Right to left, the previous decision is the next token: transpose, and the
-                    # constraint on the first token becomes one on the last decision.
-                    if not trans[m].all():
-                        self._start_mask = trans[m].copy()
-                    rtl = numpy.ones_like(trans)
-                    rtl[:m] = trans[:m].T
-                    trans = rtl
-            self._system = TagSystem(self.model.templates, weights, trans)
-        return self._system
+        """This thread's TagSystem over the current weights (see PerceptronPipe._thread_system)."""
+        return self._thread_system(self._build_system)
+
+    def _build_system(self) -> TagSystem:
+        trans = self._transitions()
+        start_mask = None
+        if trans is not None:
+            trans = numpy.asarray(trans, dtype=numpy.uint8)
+            m = trans.shape[1]
+            if self.cfg.get("direction", "ltr") == "rtl":
+                # Right to left, the previous decision is the next token: transpose, and the
+                # constraint on the first token becomes one on the last decision.
+                if not trans[m].all():
+                    start_mask = trans[m].copy()
+                rtl = numpy.ones_like(trans)
+                rtl[:m] = trans[:m].T
+                trans = rtl
+        self._thread_extra()["start_mask"] = start_mask
+        return TagSystem(self.model.templates, self.model.weights, trans)
 
     # Decoding ----------------------------------------------------------------------------------
 
     def _bind(self, doc: Doc, gold: Optional[numpy.ndarray] = None) -> None:
         system = self.system
-        atoms = self.model.atoms(doc)
+        atoms = self.model.atoms(doc, self.name)
         allowed = self._position_mask(doc, gold)
         if self.cfg.get("direction", "ltr") == "rtl":
-            if self._start_mask is not None and len(doc):
+            start_mask = self._thread_extra().get("start_mask")
+            if start_mask is not None and len(doc):
                 if allowed is None:
                     allowed = numpy.ones((len(doc), self.n_classes), dtype=numpy.uint8)
-                allowed[0] &= self._start_mask
+                allowed[0] &= start_mask
             atoms = atoms[::-1]
             gold = gold[::-1] if gold is not None else None
             allowed = allowed[::-1] if allowed is not None else None
