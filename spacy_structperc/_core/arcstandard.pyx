@@ -393,7 +393,12 @@ cdef class ArcStandardSystem(TransitionSystem):
                 scores[a] = -INFINITY
 
     cdef int gold_action(self, const void* state) noexcept nogil:
-        """The static oracle: reduce as soon as a dependent has all its own dependents."""
+        """The static oracle: reduce as soon as a dependent has all its own dependents.
+
+        With missing heads (-2) it answers only what the known heads decide, and -1 (unknown:
+        no update) otherwise: an arc between s0 and s1 when either head is missing; a reduction
+        that could strand a dependent whose head is missing (s2 for LEFT-ARC, the next buffer
+        token for RIGHT-ARC and BREAK); SHIFT when an arc could still be right."""
         if not self.has_gold:
             return -1
         cdef const ParseStateC* st = <const ParseStateC*>state
@@ -405,18 +410,44 @@ cdef class ArcStandardSystem(TransitionSystem):
             s0 = stack[st.n_stack - 1]
             s1 = stack[st.n_stack - 2]
             if self.gold_heads[s1] == s0 and nl[s1] + nr[s1] == self.gold_kids[s1]:
+                if st.n_stack >= 3 and self.gold_heads[stack[st.n_stack - 3]] == -2:
+                    return -1   # s2 may be a left dependent of s1
                 label = self.gold_labels[s1]
                 return N_FIXED_ACTIONS + 2 * label if label >= 0 else -1
             if self.gold_heads[s0] == s1 and nl[s0] + nr[s0] == self.gold_kids[s0]:
+                if self._may_descend(st.buf, s0):
+                    return -1   # the next buffer token may be a right dependent of s0
                 label = self.gold_labels[s0]
                 return N_FIXED_ACTIONS + 2 * label + 1 if label >= 0 else -1
+            if self.gold_heads[s0] == -2 or self.gold_heads[s1] == -2:
+                return -1       # an arc between s0 and s1 may be the right move
         if st.buf < self.n_tokens:
             if self.allow_break and st.n_stack == 1:
                 s0 = stack[0]
                 if self.gold_heads[s0] == -1 and nl[s0] + nr[s0] == self.gold_kids[s0]:
-                    return BREAK
+                    return -1 if self._may_descend(st.buf, s0) else BREAK
+                if self.gold_heads[s0] == -2:
+                    return -1   # s0 may be a finished root
             return SHIFT
         return -1
+
+    cdef bint _may_descend(self, int q, int s0) noexcept nogil:
+        """Whether token q (or nothing, q >= n) may be a descendant of s0 in the gold tree,
+        following the known heads from q: a missing head on the way leaves it possible."""
+        cdef int steps = 0, h
+        if q >= self.n_tokens:
+            return False
+        h = q
+        while steps <= self.n_tokens:
+            h = self.gold_heads[h]
+            if h == -2:
+                return True
+            if h == -1:
+                return False
+            if h == s0:
+                return True
+            steps += 1
+        return False
 
     cdef int max_steps(self) noexcept nogil:
         return 2 * self.n_tokens - 1 if self.n_tokens else 0
@@ -442,22 +473,30 @@ cdef class ArcStandardSystem(TransitionSystem):
         self.n_allowed = arr.shape[0]
 
     def oracle_keys(self):
-        """The feature keys of every state on the oracle path (empty if it cannot be followed)."""
+        """The feature keys of every state on the oracle path where the oracle knows the action.
+        Where it does not (missing heads, or a gold tree it cannot reach), the path goes on with
+        SHIFT, else a RIGHT-ARC, and those states' keys are left out."""
         if not self.has_gold or self.n_tokens == 0:
             return numpy.zeros((0,), dtype=numpy.uint64)
         buf = bytearray(self.state_size)
         cdef char* s = buf
         out = numpy.zeros((self.max_steps() * self.max_features,), dtype=numpy.uint64)
         cdef hash_t[::1] o = out
-        cdef int a, n = 0
+        cdef int a, n = 0, t = 0, n_steps = self.max_steps()
         with nogil:
             self.init_state(s)
-            while not self.is_final(s):
+            while not self.is_final(s) and t < n_steps:
                 a = self.gold_action(s)
-                if a < 0 or not self.is_valid(s, a):
+                if a >= 0 and self.is_valid(s, a):
+                    n += self.extract(s, &o[n])
+                elif self.is_valid(s, SHIFT):
+                    a = SHIFT
+                elif self.is_valid(s, N_FIXED_ACTIONS + 1):
+                    a = N_FIXED_ACTIONS + 1
+                else:
                     break
-                n += self.extract(s, &o[n])
                 self.transition(s, a)
+                t += 1
         return out[:n]
 
     def oracle_path(self):

@@ -250,7 +250,12 @@ class StructuredParser(PerceptronPipe):
     # Training ----------------------------------------------------------------------------------
 
     def _gold(self, eg: Example, start: int, end: int, heads, deps) -> Tuple[numpy.ndarray, numpy.ndarray]:
-        """Gold heads (index in the span, -1 root, -2 missing) and label classes for a span."""
+        """Gold heads (index in the span, -1 root, -2 missing) and label classes for a span.
+
+        spaCy marks a missing head as head == self with an empty label (Token.has_head() is
+        false), a root as head == self with a label: only the latter is a root. Missing heads
+        stay missing (-2), and the oracle makes no decision about them (see
+        ArcStandardSystem.gold_action), so partially annotated trees teach only what they say."""
         n = end - start
         gold_heads = numpy.full((n,), -2, dtype=numpy.int32)
         gold_labels = numpy.full((n,), -1, dtype=numpy.int32)
@@ -261,7 +266,8 @@ class StructuredParser(PerceptronPipe):
             if h is None:
                 continue
             if h == i:
-                gold_heads[k] = -1
+                if d:
+                    gold_heads[k] = -1
             elif start <= h < end:
                 gold_heads[k] = h - start
                 if d and d != root:

@@ -1,0 +1,67 @@
+"""The parser's training state: missing heads read as missing, the feature filter kept by pickle
+and by to_bytes, so continued training on a copy equals continued training on the original."""
+import pickle
+import sys
+from pathlib import Path
+
+import numpy
+import spacy
+from spacy.tokens import Doc
+from spacy.training import Example
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "pipeline"))
+from test_parser import TEST_WORDS, TRAIN_DATA, examples, tagged, train  # noqa: E402
+
+from spacy_structperc.pipeline.nonproj import projective_gold  # noqa: E402
+
+
+def test_missing_heads_are_missing_not_roots():
+    nlp, parser = train(epochs=1)
+    words = ["a", "b", "c", "d", "e", "f"]
+    heads = [2, None, 3, 3, None, 3]
+    deps = ["amod", None, "obj", "ROOT", None, "punct"]
+    ref = Doc(nlp.vocab, words=words, heads=heads, deps=deps)
+    eg = Example(Doc(nlp.vocab, words=words), ref)
+    h, d = projective_gold(eg)
+    gold_heads, _ = parser._gold(eg, 0, len(words), h, d)
+    assert gold_heads.tolist() == [2, -2, 3, -1, -2, 3]
+
+
+def roots_per_sentence(nlp, docs):
+    n_roots = n_sents = 0
+    for doc in nlp.pipe(docs):
+        n_sents += len(list(doc.sents))
+        n_roots += sum(t.head.i == t.i for t in doc)
+    return n_roots / n_sents
+
+
+def test_training_on_references_without_heads_teaches_nothing():
+    nlp, parser = train()
+    before = roots_per_sentence(nlp, [tagged(nlp, w) for w in TEST_WORDS])
+    unannotated = [Example(Doc(nlp.vocab, words=w, tags=t), Doc(nlp.vocab, words=w, tags=t))
+                   for w, t, _, _ in TRAIN_DATA]
+    for _ in range(2):
+        losses = parser.update(unannotated)
+        assert losses[f"{parser.name}_updates"] == 0
+    # (The averaged weights still move towards the current ones: the clock ticks per example.)
+    assert roots_per_sentence(nlp, [tagged(nlp, w) for w in TEST_WORDS]) == before == 1.0
+
+
+def test_partially_annotated_trees_never_teach_a_missing_head_as_root():
+    # Half the heads missing (deterministically): every update is towards an action the known
+    # heads decide, so a parser trained only on such trees still finds one root per sentence.
+    rng = numpy.random.default_rng(0)
+    partial = []
+    for words, tags, heads, deps in TRAIN_DATA * 3:
+        keep = rng.random(len(words)) < 0.5
+        partial.append((words, tags, [h if k else None for h, k in zip(heads, keep)],
+                        [d if k else None for d, k in zip(deps, keep)]))
+    nlp = spacy.blank("en")
+    parser = nlp.add_pipe("structperc_parser", config={"min_label_freq": 1, "min_feature_freq": 1})
+    full = examples(nlp)
+    nlp.initialize(lambda: full)
+    egs = [Example(Doc(nlp.vocab, words=w, tags=t), Doc(nlp.vocab, words=w, tags=t, heads=h, deps=d))
+           for w, t, h, d in partial]
+    for _ in range(10):
+        parser.update(egs)
+    assert roots_per_sentence(nlp, [tagged(nlp, w) for w in TEST_WORDS]) == 1.0
