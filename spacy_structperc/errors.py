@@ -71,6 +71,17 @@ class Errors(metaclass=ErrorsWithCodes):
             "label '{label}'. The root is not an arc label: leave it out of the label list.")
 
     # S120-S159: reliability (threads, missing gold, model-file integrity, readers).
+    S120 = ("The model file of component '{name}' is damaged: its checksum does not match its "
+            "contents (a truncated copy, a failed download or a disk error). Restore it from a "
+            "good copy or retrain; the component was left as it was.")
+    S121 = ("The model file of component '{name}' says it is format version 2 or later but has no "
+            "checksum at its end, so it was cut short or damaged. Restore it from a good copy or "
+            "retrain; the component was left as it was.")
+    S122 = ("The model file of component '{name}' holds {n} weight(s) that are NaN or infinite, "
+            "which would make every prediction meaningless. Restore it from a good copy or "
+            "retrain; the component was left as it was.")
+    S123 = ("Could not load component '{name}' from {path}: {reason}. The component was left as "
+            "it was; check the path (a directory written by to_disk / nlp.to_disk).")
 
     # S200-S239: structperc_clauses (FR-Perceptron clause identifier, CoNLL-2001 reader, UD rule).
 

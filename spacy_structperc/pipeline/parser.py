@@ -68,7 +68,6 @@ class StructuredParser(PerceptronPipe):
         if not isinstance(root_label, str) or not root_label:
             raise ValueError(Errors.S012.format(setting="root_label", name=name, value=root_label,
                                                 requirement="a non-empty string"))
-        self._allowed_keys: Optional[numpy.ndarray] = None
         super().__init__(vocab, model, name, scorer=scorer, decoder=decoder,
                          lookahead_depth=lookahead_depth, label_candidates=label_candidates,
                          beam_width=beam_width, update=update, margin=float(margin),
@@ -144,9 +143,11 @@ class StructuredParser(PerceptronPipe):
                     kept.append(BACKOFF_LABEL)
             labels = sorted(set(kept))
         self._init_labels(get_examples, labels, lambda eg: (), "dep", nlp)
-        self._allowed_keys = None
+        # The filter is part of the training state, so it lives in the model: saved and pickled
+        # with the weights, continued training on a copy learns what the original would.
+        self.model.allowed_keys = None
         if self.cfg["min_feature_freq"] > 1:
-            self._allowed_keys = self._gold_features(get_examples, self.cfg["min_feature_freq"])
+            self.model.allowed_keys = self._gold_features(get_examples, self.cfg["min_feature_freq"])
         self._decoding.invalidate()
 
     def _gold_features(self, get_examples, min_freq: int) -> numpy.ndarray:
@@ -198,7 +199,7 @@ class StructuredParser(PerceptronPipe):
     def _build_system(self) -> ArcStandardSystem:
         system = ArcStandardSystem(self.model.templates, self.model.weights, len(self.cfg["labels"]),
                                    self.cfg["label_candidates"])
-        system.set_allowed_keys(self._allowed_keys)
+        system.set_allowed_keys(self.model.allowed_keys)
         return system
 
     @staticmethod

@@ -65,3 +65,37 @@ def test_partially_annotated_trees_never_teach_a_missing_head_as_root():
     for _ in range(10):
         parser.update(egs)
     assert roots_per_sentence(nlp, [tagged(nlp, w) for w in TEST_WORDS]) == 1.0
+
+
+def _continue(nlp, parser, epochs=2):
+    egs = examples(nlp)
+    for _ in range(epochs):
+        parser.update(egs)
+    return parser.model.to_bytes()
+
+
+def test_pickled_parser_keeps_its_feature_filter_and_trains_like_the_original():
+    nlp, parser = train({"min_feature_freq": 2}, epochs=2)
+    assert parser.model.allowed_keys is not None and len(parser.model.allowed_keys)
+    copy = pickle.loads(pickle.dumps(nlp))
+    copy_parser = copy.get_pipe("structperc_parser")
+    assert numpy.array_equal(copy_parser.model.allowed_keys, parser.model.allowed_keys)
+    assert _continue(copy, copy_parser) == _continue(nlp, parser)
+
+
+def test_reloaded_parser_keeps_its_feature_filter(tmp_path):
+    # to_bytes saves the averaged weights (not the accumulators), so continued training starts
+    # from the average; what it may learn is still restricted to the same features.
+    nlp, parser = train({"min_feature_freq": 2}, epochs=2)
+    data = parser.to_bytes()
+    nlp.to_disk(tmp_path / "nlp")
+    blank = spacy.blank("en")
+    blank.add_pipe("structperc_parser", config={"min_label_freq": 1, "min_feature_freq": 2})
+    blank.get_pipe("structperc_parser").from_bytes(data)
+    allowed = set(parser.model.allowed_keys.tolist())
+    for copy in (spacy.load(tmp_path / "nlp"), blank):
+        copy_parser = copy.get_pipe("structperc_parser")
+        assert numpy.array_equal(copy_parser.model.allowed_keys, parser.model.allowed_keys)
+        _continue(copy, copy_parser, epochs=3)
+        keys, _ = copy_parser.model.weights.sorted_rows(averaged=True, prune=False)
+        assert set(keys.tolist()) <= allowed
