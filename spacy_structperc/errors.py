@@ -82,6 +82,13 @@ class Errors(metaclass=ErrorsWithCodes):
             "retrain; the component was left as it was.")
     S123 = ("Could not load component '{name}' from {path}: {reason}. The component was left as "
             "it was; check the path (a directory written by to_disk / nlp.to_disk).")
+    S124 = ("Gold entities of a training example for component '{name}' are not valid IOB "
+            "(token {i} {text!r} has ent_iob {iob!r} after {prev!r}: I-X must continue an entity "
+            "of type X). Fix the reference Doc (doc.ents or doc.set_ents set valid ones), or drop "
+            "the example; example text: {example!r}.")
+    S125 = ("{path}: the file is not valid UTF-8 (line {line}, byte {byte} of the file: {bad!r}) "
+            "({reader} reader). Convert it, e.g. `iconv -f latin1 -t utf-8`, or re-export it "
+            "as UTF-8.")
 
     # S200-S239: structperc_clauses (FR-Perceptron clause identifier, CoNLL-2001 reader, UD rule).
 
