@@ -41,6 +41,8 @@ from .nonproj import deprojectivize, is_decorated, projective_gold, undecorated
 from .sequence import _choice
 
 DECODERS = ("greedy", "beam")
+SHIFT_ACTION, BREAK_ACTION = 0, 1   # _core/arcstandard.pyx
+PARSE_WINDOW = 1000   # tokens bound at once in a Doc without sentence boundaries
 BACKOFF_LABEL = "dep"
 
 
@@ -229,6 +231,9 @@ class StructuredParser(PerceptronPipe):
                 atoms = self.model.atoms(doc, self.name)
                 spans, allow_break = self._spans(doc)
                 for start, end in spans:
+                    if allow_break:
+                        self._parse_in_windows(system, atoms, start, end, heads, classes)
+                        continue
                     system.set_sentence(atoms[start:end], allow_break=allow_break)
                     h, l = system.run(self._decode(system))
                     attached = h >= 0
@@ -236,6 +241,35 @@ class StructuredParser(PerceptronPipe):
                     classes[start:end][attached] = l[attached]
             out.append((heads, classes))
         return out
+
+    def _parse_in_windows(self, system: ArcStandardSystem, atoms: numpy.ndarray, start: int, end: int,
+                          heads: numpy.ndarray, classes: numpy.ndarray) -> None:
+        """Parse [start, end) of a Doc without sentence boundaries a window at a time, keeping
+        the sentences the parser itself ends (BREAK) before the window's end.
+
+        A state holds nine ints per bound token and the beam and lookahead copy states at every
+        step, so binding a whole long Doc made its time grow quadratically. A window is WINDOW
+        tokens; its parse is kept up to its last BREAK and the next window starts there, so the
+        sentence a window cuts is parsed again whole. A window without any BREAK (a sentence
+        longer than WINDOW) is kept whole: the parser's sentence is cut there."""
+        s = start
+        while s < end:
+            e = min(end, s + PARSE_WINDOW)
+            system.set_sentence(atoms[s:e], allow_break=True)
+            actions = self._decode(system)
+            h, l = system.run(actions)
+            keep = e - s
+            if e < end:
+                breaks = numpy.flatnonzero(actions == BREAK_ACTION)
+                if len(breaks):
+                    # The tokens shifted before the last BREAK form finished sentences.
+                    shifted = int((actions[:breaks[-1]] == SHIFT_ACTION).sum())
+                    keep = shifted if shifted > 0 else keep
+            h, l = h[:keep], l[:keep]
+            attached = h >= 0
+            heads[s:s + keep][attached] = h[attached] + s
+            classes[s:s + keep][attached] = l[attached]
+            s += keep
 
     def set_annotations(self, docs: Iterable[Doc], predictions) -> None:
         for doc, (heads, classes) in zip(docs, predictions):
