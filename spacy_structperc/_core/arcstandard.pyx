@@ -363,6 +363,9 @@ cdef class ArcStandardSystem(TransitionSystem):
         if st.n_stack < 2:
             for a in range(N_FIXED_ACTIONS, self.n_actions):
                 scores[a] = -INFINITY
+        if self.has_gold:
+            self.mask_inconsistent(state, scores)
+        if st.n_stack < 2:
             return
         if self.label_candidates > 0 and self.label_candidates < L:
             g = self.gold_action(state) if self.has_gold else -1
@@ -430,6 +433,46 @@ cdef class ArcStandardSystem(TransitionSystem):
                     return -1   # s0 may be a finished root
             return SHIFT
         return -1
+
+    cdef void mask_inconsistent(self, const void* state, weight_t* scores) noexcept nogil:
+        """Training on a partial tree, where the oracle does not know the action: rule out the
+        actions that would make a known arc impossible, so the path the trainer follows (the
+        model's best remaining action) stays consistent with every known head and the oracle's
+        later answers about them stay right. If that rules out everything, nothing is masked."""
+        cdef int a, n_left = 0
+        if self.gold_action(state) >= 0:
+            return
+        for a in range(self.n_actions):
+            if scores[a] != -INFINITY and not self._breaks_known(state, a):
+                n_left += 1
+        if n_left == 0:
+            return
+        for a in range(self.n_actions):
+            if scores[a] != -INFINITY and self._breaks_known(state, a):
+                scores[a] = -INFINITY
+
+    cdef bint _breaks_known(self, const void* state, int action) noexcept nogil:
+        cdef const ParseStateC* st = <const ParseStateC*>state
+        cdef const int* stack = self.arr(state, A_STACK)
+        cdef const int* nl = self.arr(state, A_NL)
+        cdef const int* nr = self.arr(state, A_NR)
+        cdef int dep, head, h, label
+        if action == SHIFT:
+            return False
+        if action == BREAK:
+            dep = stack[0]
+            return self.gold_heads[dep] >= 0 or nl[dep] + nr[dep] < self.gold_kids[dep]
+        label = (action - N_FIXED_ACTIONS) // 2
+        if (action - N_FIXED_ACTIONS) % 2 == 0:
+            dep, head = stack[st.n_stack - 2], stack[st.n_stack - 1]
+        else:
+            dep, head = stack[st.n_stack - 1], stack[st.n_stack - 2]
+        h = self.gold_heads[dep]
+        if h == -1 or (h >= 0 and h != head):
+            return True
+        if nl[dep] + nr[dep] < self.gold_kids[dep] or self.gold_heads[head] == dep:
+            return True
+        return h == head and self.gold_labels[dep] >= 0 and self.gold_labels[dep] != label
 
     cdef bint _may_descend(self, int q, int s0) noexcept nogil:
         """Whether token q (or nothing, q >= n) may be a descendant of s0 in the gold tree,

@@ -99,3 +99,22 @@ def test_reloaded_parser_keeps_its_feature_filter(tmp_path):
         _continue(copy, copy_parser, epochs=3)
         keys, _ = copy_parser.model.weights.sorted_rows(averaged=True, prune=False)
         assert set(keys.tolist()) <= allowed
+
+
+def test_where_the_oracle_does_not_know_training_follows_only_actions_consistent_with_known_heads():
+    import math
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "core"))
+    from test_parser_core import make_system, random_atoms, randomize
+    weights, system = make_system(n_labels=2)
+    rng = numpy.random.default_rng(0)
+    system.set_sentence(random_atoms(rng, 4))
+    randomize(system, weights, rng)
+    # Token 0's head is 2 (known), token 1's is missing, 2 is the root, 3 hangs from 2.
+    system.set_sentence(random_atoms(numpy.random.default_rng(0), 4),
+                        numpy.array([2, -2, -1, 2]), numpy.array([0, -1, -1, 1]))
+    state = system.step(system.step(system.initial_state(), 0), 0)   # stack: 0 1
+    assert system.gold(state) == -1
+    scores = system.action_scores(state)
+    left, right = 2, 3   # label 0: LEFT-ARC attaches 0 under 1 (contradicts head 2); RIGHT-ARC 1 under 0
+    assert scores[left] == -math.inf and scores[left + 2] == -math.inf
+    assert scores[right] != -math.inf and scores[0] != -math.inf
