@@ -11,7 +11,7 @@ class ErrorsWithCodes(type):
 
 
 class Errors(metaclass=ErrorsWithCodes):
-    S001 = ("Component '{name}' ({factory}) is not initialized: it has no labels or weights yet. "
+    S001 = ("Component '{name}' is not initialized: it has no labels or weights yet. "
             "Call nlp.initialize() before using or training it, or load a trained pipeline.")
     S002 = ("Component '{name}' found no labels in the training data (attribute '{attr}'). Check that "
             "the corpus carries the annotation, or pass labels to initialize (spacy init labels).")
@@ -71,6 +71,24 @@ class Errors(metaclass=ErrorsWithCodes):
             "label '{label}'. The root is not an arc label: leave it out of the label list.")
 
     # S120-S159: reliability (threads, missing gold, model-file integrity, readers).
+    S120 = ("The model file of component '{name}' is damaged: its checksum does not match its "
+            "contents (a truncated copy, a failed download or a disk error). Restore it from a "
+            "good copy or retrain; the component was left as it was.")
+    S121 = ("The model file of component '{name}' says it is format version 2 or later but has no "
+            "checksum at its end, so it was cut short or damaged. Restore it from a good copy or "
+            "retrain; the component was left as it was.")
+    S122 = ("The model file of component '{name}' holds {n} weight(s) that are NaN or infinite, "
+            "which would make every prediction meaningless. Restore it from a good copy or "
+            "retrain; the component was left as it was.")
+    S123 = ("Could not load component '{name}' from {path}: {reason}. The component was left as "
+            "it was; check the path (a directory written by to_disk / nlp.to_disk).")
+    S124 = ("Gold entities of a training example for component '{name}' are not valid IOB "
+            "(token {i} {text!r} has ent_iob {iob!r} after {prev!r}: I-X must continue an entity "
+            "of type X). Fix the reference Doc (doc.ents or doc.set_ents set valid ones), or drop "
+            "the example; example text: {example!r}.")
+    S125 = ("{path}: the file is not valid UTF-8 (line {line}, byte {byte} of the file: {bad!r}) "
+            "({reader} reader). Convert it, e.g. `iconv -f latin1 -t utf-8`, or re-export it "
+            "as UTF-8.")
 
     # S200-S239: structperc_clauses (FR-Perceptron clause identifier, CoNLL-2001 reader, UD rule).
 
