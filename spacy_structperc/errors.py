@@ -11,7 +11,7 @@ class ErrorsWithCodes(type):
 
 
 class Errors(metaclass=ErrorsWithCodes):
-    S001 = ("Component '{name}' ({factory}) is not initialized: it has no labels or weights yet. "
+    S001 = ("Component '{name}' is not initialized: it has no labels or weights yet. "
             "Call nlp.initialize() before using or training it, or load a trained pipeline.")
     S002 = ("Component '{name}' found no labels in the training data (attribute '{attr}'). Check that "
             "the corpus carries the annotation, or pass labels to initialize (spacy init labels).")
@@ -71,12 +71,44 @@ class Errors(metaclass=ErrorsWithCodes):
             "label '{label}'. The root is not an arc label: leave it out of the label list.")
 
     # S120-S159: reliability (threads, missing gold, model-file integrity, readers).
+    S120 = ("The model file of component '{name}' is damaged: its checksum does not match its "
+            "contents (a truncated copy, a failed download or a disk error). Restore it from a "
+            "good copy or retrain; the component was left as it was.")
+    S121 = ("The model file of component '{name}' says it is format version 2 or later but has no "
+            "checksum at its end, so it was cut short or damaged. Restore it from a good copy or "
+            "retrain; the component was left as it was.")
+    S122 = ("The model file of component '{name}' holds {n} weight(s) that are NaN or infinite, "
+            "which would make every prediction meaningless. Restore it from a good copy or "
+            "retrain; the component was left as it was.")
+    S123 = ("Could not load component '{name}' from {path}: {reason}. The component was left as "
+            "it was; check the path (a directory written by to_disk / nlp.to_disk).")
+    S124 = ("Gold entities of a training example for component '{name}' are not valid IOB "
+            "(token {i} {text!r} has ent_iob {iob!r} after {prev!r}: I-X must continue an entity "
+            "of type X). Fix the reference Doc (doc.ents or doc.set_ents set valid ones), or drop "
+            "the example; example text: {example!r}.")
+    S125 = ("{path}: the file is not valid UTF-8 (line {line}, byte {byte} of the file: {bad!r}) "
+            "({reader} reader). Convert it, e.g. `iconv -f latin1 -t utf-8`, or re-export it "
+            "as UTF-8.")
 
     # S200-S239: structperc_clauses (FR-Perceptron clause identifier, CoNLL-2001 reader, UD rule).
 
     # S240-S279: k-best reranking.
 
     # S280-S299: the dual-form kernel perceptron (_core/kernel).
+    S280 = ("Could not load the kernel perceptron: {reason}. The bytes are damaged or were not "
+            "written by DualPerceptron.to_bytes(); retrain it or restore it from a good copy.")
+    S281 = ("The kernel perceptron was saved in format version {found}, but this spacy-structperc "
+            "reads versions up to {supported}. Upgrade spacy-structperc to load it.")
+    S282 = ("The kernel perceptron was saved with the kernel class '{cls}', which is not registered. "
+            "Import the module that defines it (it calls register_kernel) before loading; "
+            "registered kernels: {known}.")
+    S283 = "Setting '{setting}' of the kernel perceptron must be {requirement}; got {value!r}."
+    S284 = ("A sparse item for {kernel} must be an array of integer keys, or a tuple (keys, "
+            "values) of two 1-d arrays of one length; {problem}.")
+    S285 = ("Kernel class '{cls}' does not implement pair(x, y). A kernel subclass must override "
+            "pair(), or row() and store_item() (see spacy_structperc/_core/kernel.pyx).")
+    S286 = ("The kernel given to DualPerceptron already holds {n} support items. Give each "
+            "DualPerceptron a kernel of its own, with no support items.")
 
     # S300-S339: pipeline contracts (requires/assigns, missing inputs, optional extras).
     S300 = ("Component '{name}' ({factory}) reads {attr} ({why}), but the Doc has no {ATTR} "

@@ -4,6 +4,7 @@ An atom is a uint64 per token; 0 means "absent", and a template touching an abse
 feature. Lexical atoms depend only on the word's text, so they are computed once per word type and
 cached; document atoms (an upstream tag, say) are read from the Doc with `to_array`.
 """
+import threading
 from typing import Callable, Dict, Iterable, List, Optional, Sequence
 
 import numpy
@@ -153,6 +154,9 @@ class AtomExtractor:
         self._doc = [(j, n, DOC_ATOMS[n]) for j, n in enumerate(self.atom_names) if n in DOC_ATOMS]
         self._rows: Dict[int, int] = {}
         self._table = numpy.zeros((1024, len(self.atom_names)), dtype=numpy.uint64)
+        # The word-type cache is shared by every thread that uses the component: rows are added
+        # under this lock and published in _rows only once written (see __call__).
+        self._lock = threading.Lock()
 
     def __reduce__(self):
         return (AtomExtractor, (self.atom_names, self.component, self.clusters, self.lexicon))
@@ -181,18 +185,22 @@ class AtomExtractor:
         self._rows[orth] = row
         return row
 
-    def __call__(self, doc: Doc) -> numpy.ndarray:
+    def __call__(self, doc: Doc, name: Optional[str] = None) -> numpy.ndarray:
+        """The atoms of `doc`; `name`, the pipe asking, is what errors name."""
         orths = doc.to_array(ORTH)
         rows_of = self._rows
         strings = doc.vocab.strings
         idx = [rows_of.get(o, -1) for o in orths.tolist()]
         if -1 in idx:
-            idx = [r if r >= 0 else (rows_of[o] if o in rows_of else self._add(o, strings[o]))
-                   for r, o in zip(idx, orths.tolist())]
-        atoms = self._table[idx] if idx else numpy.zeros((0, len(self.atom_names)), dtype=numpy.uint64)
-        for j, name, attr in self._doc:
+            with self._lock:
+                idx = [r if r >= 0 else (rows_of[o] if o in rows_of else self._add(o, strings[o]))
+                       for r, o in zip(idx, orths.tolist())]
+        # Read the table after the rows: a row published in _rows is in every later table.
+        table = self._table
+        atoms = table[idx] if idx else numpy.zeros((0, len(self.atom_names)), dtype=numpy.uint64)
+        for j, atom, attr in self._doc:
             if len(doc) and not doc.has_annotation(attr):
-                raise ValueError(Errors.S009.format(attr=name.upper(), atom=name, name=self.component))
+                raise ValueError(Errors.S009.format(attr=atom.upper(), atom=atom, name=name or self.component))
             values = doc.to_array(attr).astype(numpy.uint64)
             atoms[:, j] = values
         return atoms

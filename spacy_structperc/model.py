@@ -3,6 +3,7 @@
 It stands where a thinc Model would, so spaCy's training loop and serialization find a `model`
 attribute, but it has no thinc parameters: averaging happens inside `AveragedWeights`.
 """
+import hashlib
 import io
 import struct
 from functools import lru_cache
@@ -18,8 +19,12 @@ from ._core.weights import AveragedWeights
 from .errors import Errors
 from .features import LEXICON_POS, AtomExtractor, Lexicon, atoms_of, uses_clusters, uses_lexicon
 
-FORMAT_VERSION = 1
+# Version 2 closes the map with a checksum of everything before it (see _checksum_tail); version
+# 1 files, written before it existed, still load.
+FORMAT_VERSION = 2
 MODEL_KIND = "spacy-structperc.AveragedPerceptron"
+CHECKSUM_KEY = "checksum"
+DIGEST_SIZE = 16
 WRITE_ROWS = 1 << 14   # weight rows gathered per slice when writing a model
 
 
@@ -32,6 +37,47 @@ def _bin_header(n_bytes: int) -> bytes:
     if n_bytes < 1 << 32:
         return struct.pack(">BI", 0xC6, n_bytes)
     raise ValueError(f"a model of {n_bytes} bytes of weights is beyond msgpack's 4 GB bin limit")
+
+
+def _checksum_tail(digest: bytes) -> bytes:
+    """The last entry of a version-2 model map: "checksum" -> blake2b of the bytes before it."""
+    packer = Packer(use_bin_type=True)
+    return packer.pack(CHECKSUM_KEY) + packer.pack(digest)
+
+
+_TAIL_PREFIX = _checksum_tail(bytes(DIGEST_SIZE))[:-DIGEST_SIZE]
+_TAIL_SIZE = len(_TAIL_PREFIX) + DIGEST_SIZE
+
+
+def _verify_checksum(data, component: str) -> bool:
+    """Whether `data` ends with a checksum entry (False: none, a version-1 file); raises S120
+    when the checksum does not match the bytes before it."""
+    view = memoryview(data)
+    if len(view) < _TAIL_SIZE or bytes(view[-_TAIL_SIZE:-DIGEST_SIZE]) != _TAIL_PREFIX:
+        return False
+    digest = hashlib.blake2b(view[:-_TAIL_SIZE], digest_size=DIGEST_SIZE).digest()
+    if digest != bytes(view[-DIGEST_SIZE:]):
+        raise ValueError(Errors.S120.format(name=component))
+    return True
+
+
+def pack_model_msg(msg: dict) -> bytes:
+    """A model map (as msgpack_loads gives it) written back with a valid checksum: what a
+    writer that got the contents wrong would produce. For tests of the checks behind the
+    checksum."""
+    body = {k: v for k, v in msg.items() if k != CHECKSUM_KEY}
+    packer = Packer(use_bin_type=True)
+    payload = packer.pack_map_header(len(body) + 1) + b"".join(
+        packer.pack(k) + packer.pack(v) for k, v in body.items())
+    return payload + _checksum_tail(hashlib.blake2b(payload, digest_size=DIGEST_SIZE).digest())
+
+
+def _field(msg: dict, key: str, kind, default=None):
+    """msg[key], checked to be of type `kind`; a coded reason names the field otherwise."""
+    value = msg.get(key, default)
+    if not isinstance(value, kind) or isinstance(value, bool) and kind is int:
+        raise ValueError(f"the field '{key}' is missing or damaged")
+    return value
 
 
 class PerceptronModel:
@@ -47,6 +93,9 @@ class PerceptronModel:
         self.lexicon_tables: Dict[str, Dict] = {}
         # Tag dictionary: word (orth hash) -> the classes it was seen with in training.
         self.label_dict: Dict[int, List[int]] = {}
+        # Feature keys updates may touch (None: all), part of the training state: the parser's
+        # min_feature_freq filter. Saved and pickled with the weights.
+        self.allowed_keys: Optional[numpy.ndarray] = None
         self.set_templates(templates)
 
     def set_templates(self, templates: Sequence[dict]) -> None:
@@ -115,7 +164,15 @@ class PerceptronModel:
 
     def _packed(self) -> Iterator[bytes]:
         """The model as one msgpack map, in pieces; the weights are gathered (averaged) from the
-        training state in slices, in ascending key order so identical models give identical bytes."""
+        training state in slices, in ascending key order so identical models give identical bytes.
+        The last entry is a checksum of all bytes before it."""
+        hasher = hashlib.blake2b(digest_size=DIGEST_SIZE)
+        for chunk in self._payload():
+            hasher.update(chunk)
+            yield chunk
+        yield _checksum_tail(hasher.digest())
+
+    def _payload(self) -> Iterator[bytes]:
         msg = {"kind": MODEL_KIND, "format_version": FORMAT_VERSION,
                "templates": self.template_specs, "atoms": self.atom_names,
                "n_buckets": self.n_buckets, "n_classes": 0, "n_rows": 0,
@@ -131,8 +188,10 @@ class PerceptronModel:
                        keys=keys.astype("<u8", copy=False).tobytes())
         msg["label_dict"] = [[k, v] for k, v in sorted(self.label_dict.items())]
         msg["lexicon"] = self.lexicon_tables
+        msg["allowed_keys"] = (None if self.allowed_keys is None else
+                               numpy.asarray(self.allowed_keys, dtype="<u8").tobytes())
         packer = Packer(use_bin_type=True)
-        yield packer.pack_map_header(len(msg) + 1)
+        yield packer.pack_map_header(len(msg) + 2)   # + weights + checksum
         for key, value in msg.items():
             yield packer.pack(key)
             yield packer.pack(value)
@@ -144,23 +203,44 @@ class PerceptronModel:
         for start in range(0, len(rows), WRITE_ROWS):
             yield self.weights.gather(rows[start:start + WRITE_ROWS], averaged=True).astype("<f4", copy=False).tobytes()
 
+    # Loading is parse (nothing changes; every check) then apply (nothing can fail), so a
+    # damaged model leaves the component as it was.
+
     def from_bytes(self, data: bytes, component: str = "") -> "PerceptronModel":
+        self.apply(self.parse_bytes(data, component))
+        return self
+
+    def from_file(self, path, component: str = "") -> "PerceptronModel":
+        self.apply(self.parse_file(path, component))
+        return self
+
+    def parse_file(self, path, component: str = "") -> dict:
+        try:
+            holder = [Path(path).read_bytes()]
+        except OSError as e:
+            raise ValueError(Errors.S006.format(name=component, reason=f"cannot read {path} ({type(e).__name__})")) from None
+        return self._parse(holder, component)
+
+    def parse_bytes(self, data: bytes, component: str = "") -> dict:
+        """Everything a model file holds, checked and decoded, without changing this model."""
+        return self._parse([data], component)
+
+    def _parse(self, holder: list, component: str) -> dict:
+        # `holder` owns the file's bytes, so they can be dropped once unpacked: the unpacked
+        # arrays are copies, and a parser's file is hundreds of MB.
+        data = holder[0]
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise ValueError(Errors.S006.format(name=component, reason=f"expected bytes, got {type(data).__name__}"))
+        verified = _verify_checksum(data, component)
         try:
             msg = srsly.msgpack_loads(data)
         except Exception as e:  # msgpack raises several unrelated types on garbage
             raise ValueError(Errors.S006.format(name=component, reason=f"not msgpack ({type(e).__name__})")) from None
-        return self._from_msg(msg, component)
+        del data
+        holder.clear()
+        return self._fields(msg, component, verified)
 
-    def from_file(self, path, component: str = "") -> "PerceptronModel":
-        data = Path(path).read_bytes()
-        try:
-            msg = srsly.msgpack_loads(data)
-        except Exception as e:
-            raise ValueError(Errors.S006.format(name=component, reason=f"not msgpack ({type(e).__name__})")) from None
-        del data   # the unpacked arrays are copies: the file's bytes need not outlive them
-        return self._from_msg(msg, component)
-
-    def _from_msg(self, msg, component: str) -> "PerceptronModel":
+    def _fields(self, msg, component: str, verified: bool) -> dict:
         if not isinstance(msg, dict) or msg.get("kind") != MODEL_KIND:
             raise ValueError(Errors.S006.format(name=component, reason="no spacy-structperc weights header"))
         version = msg.get("format_version")
@@ -168,38 +248,66 @@ class PerceptronModel:
             raise ValueError(Errors.S006.format(name=component, reason="missing format version"))
         if version > FORMAT_VERSION:
             raise ValueError(Errors.S007.format(name=component, found=version, supported=FORMAT_VERSION))
+        if version >= 2 and not verified:
+            raise ValueError(Errors.S121.format(name=component))
         try:
-            n_classes, n_rows = int(msg["n_classes"]), int(msg["n_rows"])
-            keys = numpy.frombuffer(msg["keys"], dtype="<u8")
-            weights = numpy.frombuffer(msg.pop("weights"), dtype="<f4")
+            n_classes, n_rows = _field(msg, "n_classes", int), _field(msg, "n_rows", int)
+            keys = numpy.frombuffer(_field(msg, "keys", bytes), dtype="<u8")
+            weights = numpy.frombuffer(_field(msg, "weights", bytes), dtype="<f4")
             if n_classes < 0 or len(keys) != n_rows or len(weights) != n_rows * n_classes:
-                raise ValueError("array sizes do not match their header")
-            self.n_buckets = int(msg.get("n_buckets", self.n_buckets))
-            ckeys = numpy.frombuffer(msg.get("cluster_keys", b""), dtype="<u8")
-            cvalues = numpy.frombuffer(msg.get("cluster_values", b""), dtype="<u8")
+                raise ValueError("the weight arrays do not match their header")
+            n_buckets = _field(msg, "n_buckets", int, self.n_buckets)
+            if n_buckets < 1:
+                raise ValueError("the field 'n_buckets' is missing or damaged")
+            ckeys = numpy.frombuffer(_field(msg, "cluster_keys", bytes, b""), dtype="<u8")
+            cvalues = numpy.frombuffer(_field(msg, "cluster_values", bytes, b""), dtype="<u8")
             if len(ckeys) != len(cvalues):
-                raise ValueError("cluster table sizes do not match")
-            self.clusters = dict(zip(ckeys.tolist(), cvalues.tolist()))
-            self.label_dict = {int(k): [int(c) for c in v] for k, v in msg.get("label_dict", [])}
-            self.lexicon_tables = dict(msg.get("lexicon") or {})
-            if any(c < 0 or c >= n_classes for v in self.label_dict.values() for c in v):
-                raise ValueError("tag dictionary refers to classes the weights do not have")
-            self.set_templates(msg["templates"])
-        except (KeyError, TypeError, ValueError) as e:
-            raise ValueError(Errors.S006.format(name=component, reason=str(e))) from None
-        if n_classes == 0:
-            self.weights = None
-        else:
-            self.weights = AveragedWeights(n_classes, max(self.n_buckets, 2 * n_rows))
+                raise ValueError("the cluster table's keys and values differ in number")
+            label_dict = {}
+            for entry in _field(msg, "label_dict", list, []):
+                if not (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[1], list)):
+                    raise ValueError("the field 'label_dict' is damaged")
+                label_dict[int(entry[0])] = [int(c) for c in entry[1]]
+            if any(c < 0 or c >= n_classes for v in label_dict.values() for c in v):
+                raise ValueError("the tag dictionary refers to classes the weights do not have")
+            lexicon = _field(msg, "lexicon", dict, {})
+            allowed = msg.get("allowed_keys")
+            if allowed is not None:
+                allowed = numpy.frombuffer(_field(msg, "allowed_keys", bytes), dtype="<u8").astype(numpy.uint64)
+            templates = _field(msg, "templates", list)
+            probe = type(self).__new__(type(self))   # compile the templates without touching self
+            probe.clusters, probe.lexicon_tables = {}, {}
+            probe.set_templates(templates)
+        except (KeyError, TypeError, ValueError, OverflowError) as e:
+            reason = str(e) if isinstance(e, ValueError) else f"the header is damaged ({type(e).__name__})"
+            raise ValueError(Errors.S006.format(name=component, reason=reason)) from None
+        if not numpy.isfinite(weights).all():
+            bad = int((~numpy.isfinite(weights)).sum())
+            raise ValueError(Errors.S122.format(name=component, n=bad))
+        table = None
+        if n_classes:
+            table = AveragedWeights(n_classes, max(n_buckets, 2 * n_rows))
             # Little-endian float32 is the native layout here: no conversion copy.
-            self.weights.load_arrays(keys.astype(numpy.uint64, copy=False),
-                                     weights.astype(numpy.float32, copy=False).reshape((n_rows, n_classes)))
-        return self
+            table.load_arrays(keys.astype(numpy.uint64, copy=False),
+                              weights.astype(numpy.float32, copy=False).reshape((n_rows, n_classes)))
+        return {"n_buckets": n_buckets, "n_classes": n_classes, "weights": table,
+                "clusters": dict(zip(ckeys.tolist(), cvalues.tolist())), "label_dict": label_dict,
+                "lexicon_tables": dict(lexicon), "allowed_keys": allowed, "templates": templates}
+
+    def apply(self, fields: dict) -> None:
+        """Take the parsed contents of a model file (from parse_bytes / parse_file)."""
+        self.n_buckets = fields["n_buckets"]
+        self.clusters = fields["clusters"]
+        self.label_dict = fields["label_dict"]
+        self.lexicon_tables = fields["lexicon_tables"]
+        self.allowed_keys = fields["allowed_keys"]
+        self.set_templates(fields["templates"])
+        self.weights = fields["weights"]
 
     def __reduce__(self):
         # Pickling (nlp.pipe with n_process > 1 under spawn) keeps the full training state.
         return (_rebuild_model, (self.template_specs, self.n_buckets, self.weights, self.clusters,
-                                 self.label_dict, self.lexicon_tables))
+                                 self.label_dict, self.lexicon_tables, self.allowed_keys))
 
 
 def require_lookups_data(component: str, what: str, setting: str) -> None:
@@ -242,11 +350,13 @@ def _nonzero_clusters(lang: str) -> Dict[int, int]:
 
 
 def _rebuild_model(templates: List[dict], n_buckets: int, weights: Optional[AveragedWeights],
-                   clusters: Dict[int, int], label_dict: Dict[int, List[int]], lexicon_tables: Dict):
+                   clusters: Dict[int, int], label_dict: Dict[int, List[int]], lexicon_tables: Dict,
+                   allowed_keys: Optional[numpy.ndarray] = None):
     model = PerceptronModel(templates, n_buckets)
     model.clusters = clusters
     model.label_dict = label_dict
     model.lexicon_tables = lexicon_tables
+    model.allowed_keys = allowed_keys
     model.set_templates(templates)
     model.weights = weights
     return model

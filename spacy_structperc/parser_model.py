@@ -133,13 +133,14 @@ class ParserModel(PerceptronModel):
 
     def __reduce__(self):
         return (_rebuild_parser_model, (self.template_specs, self.n_buckets, self.weights,
-                                        self.clusters, self.lexicon_tables))
+                                        self.clusters, self.lexicon_tables, self.allowed_keys))
 
 
-def _rebuild_parser_model(templates, n_buckets, weights, clusters, lexicon_tables):
+def _rebuild_parser_model(templates, n_buckets, weights, clusters, lexicon_tables, allowed_keys=None):
     model = ParserModel(templates, n_buckets)
     model.clusters = clusters
     model.lexicon_tables = lexicon_tables
+    model.allowed_keys = allowed_keys
     model.set_templates(templates)
     model.weights = weights
     return model

@@ -10,6 +10,7 @@ development split either); the CoNLL-2003 reader offers it too, but eng.testa is
 Entity tags are read the way conlleval reads them (scorers.iob_to_chunks), for IOB1 and IOB2
 alike: B-X starts an entity, I-X continues an open entity of type X and otherwise starts one.
 """
+import io
 import warnings
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
@@ -24,6 +25,7 @@ from .errors import Errors, Warnings
 from .scorers import Chunk, chunks_to_iob, inconsistent_iob, iob_to_chunks, split_tag
 
 PARTS = ("all", "train", "heldout")
+CONLL2000_READER = "spacy-structperc.conll2000_reader.v1"
 DEFAULT_HELDOUT = 1000
 
 Sentence = Tuple[List[str], List[str], List[str]]  # words, POS tags, chunk tags
@@ -32,7 +34,9 @@ Sentence = Tuple[List[str], List[str], List[str]]  # words, POS tags, chunk tags
 def read_conll2000(path: Union[str, Path], *, warn_inconsistent: bool = True) -> List[Sentence]:
     """Parse a CoNLL-2000 file into (words, tags, chunk tags) sentences.
 
-    Malformed lines raise ValueError naming the file and line. Inconsistent IOB (I-NP after O or
+    Malformed lines raise ValueError naming the file and line (S015); a missing file
+    FileNotFoundError (S034), a file without sentences ValueError (S035), a file that is not
+    UTF-8 ValueError (S125). A byte-order mark is not part of the first word. Inconsistent IOB (I-NP after O or
     after B-VP) is kept as it is, and reported once per file with a count.
     """
     path = Path(path)
@@ -54,7 +58,8 @@ def read_conll2000(path: Union[str, Path], *, warn_inconsistent: bool = True) ->
             first_line = start_line + _first_inconsistent(chunks)
         n_inconsistent += bad
 
-    with path.open(encoding="utf8") as f:
+    path = _open_checked(path, CONLL2000_READER)
+    with _text_lines(path, CONLL2000_READER) as f:
         for lineno, line in enumerate(f, 1):
             text = line.strip()
             if not text:
@@ -73,6 +78,8 @@ def read_conll2000(path: Union[str, Path], *, warn_inconsistent: bool = True) ->
             tags.append(fields[1])
             chunks.append(fields[2])
     end_sentence()
+    if not sentences:
+        raise ValueError(Errors.S035.format(path=path, reader=CONLL2000_READER))
     if n_inconsistent and warn_inconsistent:
         warnings.warn(Warnings.W002.format(path=path, n=n_inconsistent, line=first_line), UserWarning)
     return sentences
@@ -115,7 +122,7 @@ def conll2000_docs(vocab: Vocab, path: Union[str, Path], *, part: str = "all",
                    limit: int = 0) -> List[Doc]:
     """Gold Docs (one per sentence) from a CoNLL-2000 file, or from a .spacy file converted
     from one (see spacy_structperc.convert, which applies `part` already)."""
-    path = Path(path)
+    path = _open_checked(path, CONLL2000_READER)
     if path.suffix == ".spacy":
         docs = list(DocBin().from_disk(path).get_docs(vocab))
         if part != "all":
@@ -211,6 +218,21 @@ def _open_checked(path: Union[str, Path], reader: str) -> Path:
     return path
 
 
+def _text_lines(path: Path, reader: str) -> io.StringIO:
+    """The file's lines as text: UTF-8, a byte-order mark dropped (Windows editors write one,
+    and it would stick to the first word), newlines as open() reads them. Not UTF-8 (say,
+    Latin-1): S125 naming the file, line and byte."""
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        start = e.start + (3 if data.startswith(b"\xef\xbb\xbf") else 0)
+        line = data.count(b"\n", 0, start) + 1
+        raise ValueError(Errors.S125.format(path=path, line=line, byte=start, bad=data[start:start + 4],
+                                            reader=reader)) from None
+    return io.StringIO(text, newline=None)
+
+
 def _valid_tag(tag: str) -> bool:
     try:
         split_tag(tag)
@@ -231,7 +253,7 @@ def read_conll2003(path: Union[str, Path]) -> List[NerSentence]:
     """
     path = _open_checked(path, CONLL2003_READER)
     state = _ColumnReader(path)
-    with path.open(encoding="utf8") as f:
+    with _text_lines(path, CONLL2003_READER) as f:
         for lineno, line in enumerate(f, 1):
             fields = line.split()
             if not fields:
@@ -263,7 +285,7 @@ def read_iob2(path: Union[str, Path], *, warn_inconsistent: bool = True) -> List
     path = _open_checked(path, IOB2_READER)
     state = _ColumnReader(path)
     n_fields = 0
-    with path.open(encoding="utf8") as f:
+    with _text_lines(path, IOB2_READER) as f:
         for lineno, line in enumerate(f, 1):
             text = line.strip()
             if not text:

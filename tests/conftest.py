@@ -38,3 +38,17 @@ def data_dir() -> Path:
     path = resolve_data_dir()
     require_corpus(path / "ud_en_ewt" / "en_ewt-ud-train.conllu")
     return path
+
+
+# Property-based tests (hypothesis): a small fixed budget by default, so CI stays fast; set
+# STRUCTPERC_HYPOTHESIS=long for a thorough local run.
+try:
+    from hypothesis import HealthCheck, settings
+
+    settings.register_profile("ci", max_examples=25, deadline=None, derandomize=True,
+                              suppress_health_check=[HealthCheck.too_slow])
+    settings.register_profile("long", max_examples=1000, deadline=None,
+                              suppress_health_check=[HealthCheck.too_slow])
+    settings.load_profile(os.environ.get("STRUCTPERC_HYPOTHESIS", "ci"))
+except ImportError:   # hypothesis is in the test extra; the property tests skip without it
+    pass

@@ -363,6 +363,9 @@ cdef class ArcStandardSystem(TransitionSystem):
         if st.n_stack < 2:
             for a in range(N_FIXED_ACTIONS, self.n_actions):
                 scores[a] = -INFINITY
+        if self.has_gold:
+            self.mask_inconsistent(state, scores)
+        if st.n_stack < 2:
             return
         if self.label_candidates > 0 and self.label_candidates < L:
             g = self.gold_action(state) if self.has_gold else -1
@@ -393,7 +396,12 @@ cdef class ArcStandardSystem(TransitionSystem):
                 scores[a] = -INFINITY
 
     cdef int gold_action(self, const void* state) noexcept nogil:
-        """The static oracle: reduce as soon as a dependent has all its own dependents."""
+        """The static oracle: reduce as soon as a dependent has all its own dependents.
+
+        With missing heads (-2) it answers only what the known heads decide, and -1 (unknown:
+        no update) otherwise: an arc between s0 and s1 when either head is missing; a reduction
+        that could strand a dependent whose head is missing (s2 for LEFT-ARC, the next buffer
+        token for RIGHT-ARC and BREAK); SHIFT when an arc could still be right."""
         if not self.has_gold:
             return -1
         cdef const ParseStateC* st = <const ParseStateC*>state
@@ -405,18 +413,84 @@ cdef class ArcStandardSystem(TransitionSystem):
             s0 = stack[st.n_stack - 1]
             s1 = stack[st.n_stack - 2]
             if self.gold_heads[s1] == s0 and nl[s1] + nr[s1] == self.gold_kids[s1]:
+                if st.n_stack >= 3 and self.gold_heads[stack[st.n_stack - 3]] == -2:
+                    return -1   # s2 may be a left dependent of s1
                 label = self.gold_labels[s1]
                 return N_FIXED_ACTIONS + 2 * label if label >= 0 else -1
             if self.gold_heads[s0] == s1 and nl[s0] + nr[s0] == self.gold_kids[s0]:
+                if self._may_descend(st.buf, s0):
+                    return -1   # the next buffer token may be a right dependent of s0
                 label = self.gold_labels[s0]
                 return N_FIXED_ACTIONS + 2 * label + 1 if label >= 0 else -1
+            if self.gold_heads[s0] == -2 or self.gold_heads[s1] == -2:
+                return -1       # an arc between s0 and s1 may be the right move
         if st.buf < self.n_tokens:
             if self.allow_break and st.n_stack == 1:
                 s0 = stack[0]
                 if self.gold_heads[s0] == -1 and nl[s0] + nr[s0] == self.gold_kids[s0]:
-                    return BREAK
+                    return -1 if self._may_descend(st.buf, s0) else BREAK
+                if self.gold_heads[s0] == -2:
+                    return -1   # s0 may be a finished root
             return SHIFT
         return -1
+
+    cdef void mask_inconsistent(self, const void* state, weight_t* scores) noexcept nogil:
+        """Training on a partial tree, where the oracle does not know the action: rule out the
+        actions that would make a known arc impossible, so the path the trainer follows (the
+        model's best remaining action) stays consistent with every known head and the oracle's
+        later answers about them stay right. If that rules out everything, nothing is masked."""
+        cdef int a, n_left = 0
+        if self.gold_action(state) >= 0:
+            return
+        for a in range(self.n_actions):
+            if scores[a] != -INFINITY and not self._breaks_known(state, a):
+                n_left += 1
+        if n_left == 0:
+            return
+        for a in range(self.n_actions):
+            if scores[a] != -INFINITY and self._breaks_known(state, a):
+                scores[a] = -INFINITY
+
+    cdef bint _breaks_known(self, const void* state, int action) noexcept nogil:
+        cdef const ParseStateC* st = <const ParseStateC*>state
+        cdef const int* stack = self.arr(state, A_STACK)
+        cdef const int* nl = self.arr(state, A_NL)
+        cdef const int* nr = self.arr(state, A_NR)
+        cdef int dep, head, h, label
+        if action == SHIFT:
+            return False
+        if action == BREAK:
+            dep = stack[0]
+            return self.gold_heads[dep] >= 0 or nl[dep] + nr[dep] < self.gold_kids[dep]
+        label = (action - N_FIXED_ACTIONS) // 2
+        if (action - N_FIXED_ACTIONS) % 2 == 0:
+            dep, head = stack[st.n_stack - 2], stack[st.n_stack - 1]
+        else:
+            dep, head = stack[st.n_stack - 1], stack[st.n_stack - 2]
+        h = self.gold_heads[dep]
+        if h == -1 or (h >= 0 and h != head):
+            return True
+        if nl[dep] + nr[dep] < self.gold_kids[dep] or self.gold_heads[head] == dep:
+            return True
+        return h == head and self.gold_labels[dep] >= 0 and self.gold_labels[dep] != label
+
+    cdef bint _may_descend(self, int q, int s0) noexcept nogil:
+        """Whether token q (or nothing, q >= n) may be a descendant of s0 in the gold tree,
+        following the known heads from q: a missing head on the way leaves it possible."""
+        cdef int steps = 0, h
+        if q >= self.n_tokens:
+            return False
+        h = q
+        while steps <= self.n_tokens:
+            h = self.gold_heads[h]
+            if h == -2:
+                return True
+            if h == -1:
+                return False
+            if h == s0:
+                return True
+            steps += 1
+        return False
 
     cdef int max_steps(self) noexcept nogil:
         return 2 * self.n_tokens - 1 if self.n_tokens else 0
@@ -442,22 +516,30 @@ cdef class ArcStandardSystem(TransitionSystem):
         self.n_allowed = arr.shape[0]
 
     def oracle_keys(self):
-        """The feature keys of every state on the oracle path (empty if it cannot be followed)."""
+        """The feature keys of every state on the oracle path where the oracle knows the action.
+        Where it does not (missing heads, or a gold tree it cannot reach), the path goes on with
+        SHIFT, else a RIGHT-ARC, and those states' keys are left out."""
         if not self.has_gold or self.n_tokens == 0:
             return numpy.zeros((0,), dtype=numpy.uint64)
         buf = bytearray(self.state_size)
         cdef char* s = buf
         out = numpy.zeros((self.max_steps() * self.max_features,), dtype=numpy.uint64)
         cdef hash_t[::1] o = out
-        cdef int a, n = 0
+        cdef int a, n = 0, t = 0, n_steps = self.max_steps()
         with nogil:
             self.init_state(s)
-            while not self.is_final(s):
+            while not self.is_final(s) and t < n_steps:
                 a = self.gold_action(s)
-                if a < 0 or not self.is_valid(s, a):
+                if a >= 0 and self.is_valid(s, a):
+                    n += self.extract(s, &o[n])
+                elif self.is_valid(s, SHIFT):
+                    a = SHIFT
+                elif self.is_valid(s, N_FIXED_ACTIONS + 1):
+                    a = N_FIXED_ACTIONS + 1
+                else:
                     break
-                n += self.extract(s, &o[n])
                 self.transition(s, a)
+                t += 1
         return out[:n]
 
     def oracle_path(self):

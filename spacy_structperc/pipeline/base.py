@@ -5,6 +5,7 @@ optimizer hooks spaCy's training loop calls, serialization without pickle, and p
 multiprocessing.
 """
 import dataclasses
+import threading
 import weakref
 from contextlib import contextmanager
 from itertools import islice
@@ -41,6 +42,7 @@ class PerceptronPipe(TrainablePipe):
         self.name = name
         self.scorer = scorer
         self.cfg = dict(sorted({"labels": [], **cfg}.items()))
+        self._decoding = _DecodingState()
 
     # Labels ------------------------------------------------------------------------------------
 
@@ -150,10 +152,37 @@ class PerceptronPipe(TrainablePipe):
 
     def _labels_changed(self) -> None:
         """Rebuild whatever caches depend on the label set."""
+        self._decoding.invalidate()
+
+    # Decoding state ----------------------------------------------------------------------------
+    # A transition system is the decoder's scratch space: the bound sentence, extracted feature
+    # keys and score caches, all written while the GIL is released. One system shared by two
+    # threads corrupts both decodings (issue 12), so each thread gets its own (thread-local,
+    # built on first use and reused by later calls of that thread); the weights they read are
+    # shared and never written during prediction. A lock around prediction would also be safe,
+    # but would serialize the nogil decoders that make threads worth using.
+
+    def _thread_system(self, build: Callable[[], Any]) -> Any:
+        """This thread's transition system for the current weights and labels, built by `build`
+        when there is none or it is stale."""
+        weights = self.model.weights
+        slot = self._decoding.slot()
+        system = slot.get("system")
+        if system is None or slot.get("generation") != self._decoding.generation or \
+                system.weights is not weights or system.n_actions != weights.n_classes:
+            slot.clear()
+            slot["generation"] = self._decoding.generation
+            system = build()
+            slot["system"] = system
+        return system
+
+    def _thread_extra(self) -> Dict[str, Any]:
+        """Per-thread values that belong with this thread's system (cleared with it)."""
+        return self._decoding.slot()
 
     def _require_initialized(self) -> None:
         if not self.model.is_initialized or not self.labels:
-            raise ValueError(Errors.S001.format(name=self.name, factory=self.factory_name))
+            raise ValueError(Errors.S001.format(name=self.name))
 
     def _init_labels(self, get_examples: Callable[[], Iterable[Example]], labels: Optional[Iterable[str]],
                      collect: Callable[[Example], Iterable[str]], attr: str, nlp=None) -> None:
@@ -239,21 +268,6 @@ class PerceptronPipe(TrainablePipe):
     def _model_bytes(self) -> bytes:
         return self.model.to_bytes(self.name)
 
-    def _load_model_bytes(self, data: bytes) -> None:
-        self.model.from_bytes(data, self.name)
-        self._check_loaded_model()
-
-    def _load_model_file(self, path) -> None:
-        self.model.from_file(path, self.name)
-        self._check_loaded_model()
-
-    def _check_loaded_model(self) -> None:
-        if self.model.weights is not None and self.model.weights.n_classes != self.n_classes:
-            raise ValueError(Errors.S006.format(
-                name=self.name,
-                reason=f"{self.model.weights.n_classes} weight columns for {len(self.labels)} labels"))
-        self._labels_changed()
-
     def to_bytes(self, *, exclude=tuple()) -> bytes:
         serialize = {
             "cfg": lambda: srsly.json_dumps(self.cfg),
@@ -261,22 +275,6 @@ class PerceptronPipe(TrainablePipe):
             "model": self._model_bytes,
         }
         return util.to_bytes(serialize, exclude)
-
-    def from_bytes(self, bytes_data: bytes, *, exclude=tuple()):
-        deserialize = {
-            "cfg": lambda b: self.cfg.update(srsly.json_loads(b)),
-            "vocab": lambda b: self.vocab.from_bytes(b, exclude=exclude),
-            "model": self._load_model_bytes,
-        }
-        try:
-            util.from_bytes(bytes_data, deserialize, exclude)
-        except ValueError as e:
-            if str(e).startswith("[S"):   # already one of ours, naming the problem
-                raise
-            raise ValueError(Errors.S006.format(name=self.name, reason=f"{type(e).__name__}: {e}")) from None
-        except Exception as e:
-            raise ValueError(Errors.S006.format(name=self.name, reason=f"{type(e).__name__}: {e}")) from None
-        return self
 
     def to_disk(self, path, *, exclude=tuple()) -> None:
         path = util.ensure_path(path)
@@ -287,15 +285,76 @@ class PerceptronPipe(TrainablePipe):
         }
         util.to_disk(path, serialize, exclude)
 
+    # Loading is all-or-nothing: every part is read and checked first (the model file against
+    # its checksum, its weights against the labels of the new cfg), and only then does the
+    # component take them. A failed load raises a coded error and leaves the component as it
+    # was (the shared vocab may have gained strings, which changes nothing).
+
+    def from_bytes(self, bytes_data: bytes, *, exclude=tuple()):
+        staged: Dict[str, Any] = {}
+        deserialize = {
+            "cfg": lambda b: staged.__setitem__("cfg", srsly.json_loads(b)),
+            "vocab": lambda b: staged.__setitem__("vocab", lambda: self.vocab.from_bytes(b, exclude=exclude)),
+            "model": lambda b: staged.__setitem__("model", self.model.parse_bytes(b, self.name)),
+        }
+        with self._coded_load_errors(None):
+            util.from_bytes(bytes_data, deserialize, exclude)
+            self._commit(staged)
+        return self
+
     def from_disk(self, path, *, exclude=tuple()):
         path = util.ensure_path(path)
+        staged: Dict[str, Any] = {}
         deserialize = {
-            "cfg": lambda p: self.cfg.update(srsly.read_json(p)),
-            "vocab": lambda p: self.vocab.from_disk(p, exclude=exclude),
-            "model": self._load_model_file,
+            "cfg": lambda p: staged.__setitem__("cfg", srsly.read_json(p)),
+            "vocab": lambda p: staged.__setitem__("vocab", lambda: self.vocab.from_disk(p, exclude=exclude)),
+            "model": lambda p: staged.__setitem__("model", self.model.parse_file(p, self.name)),
         }
-        util.from_disk(path, deserialize, exclude)
+        with self._coded_load_errors(path):
+            util.from_disk(path, deserialize, exclude)
+            self._commit(staged)
         return self
+
+    @contextmanager
+    def _coded_load_errors(self, path):
+        try:
+            yield
+        except Exception as e:
+            if isinstance(e, ValueError) and str(e).startswith("[S"):   # ours, naming the problem
+                raise
+            reason = f"{type(e).__name__}: {e}"
+            if path is not None:
+                raise ValueError(Errors.S123.format(name=self.name, path=path, reason=reason)) from None
+            raise ValueError(Errors.S006.format(name=self.name, reason=reason)) from None
+
+    def _commit(self, staged: Dict[str, Any]) -> None:
+        """Check the staged parts against each other, then take them."""
+        cfg = dict(self.cfg)
+        if "cfg" in staged:
+            if not isinstance(staged["cfg"], dict) or not isinstance(staged["cfg"].get("labels", []), list):
+                raise ValueError(Errors.S006.format(name=self.name, reason="its cfg is not a settings table"))
+            cfg.update(staged["cfg"])
+        fields = staged.get("model")
+        if fields is not None and fields["weights"] is not None:
+            expected = self._n_classes_with(cfg)
+            if fields["n_classes"] != expected:
+                raise ValueError(Errors.S006.format(
+                    name=self.name, reason=f"{fields['n_classes']} weight columns where its labels need {expected}"))
+        if "vocab" in staged:
+            staged["vocab"]()
+        self.cfg = cfg
+        if fields is not None:
+            self.model.apply(fields)
+        self._labels_changed()
+
+    def _n_classes_with(self, cfg: Dict[str, Any]) -> int:
+        """n_classes as it would be with settings `cfg`."""
+        current = self.cfg
+        self.cfg = cfg
+        try:
+            return self.n_classes
+        finally:
+            self.cfg = current
 
     def __reduce__(self):
         settings = {k: v for k, v in self.cfg.items() if k not in self.learned_cfg}
@@ -305,6 +364,25 @@ class PerceptronPipe(TrainablePipe):
 
 
 _PIPE_NAME = Pipe.__dict__["name"]   # spaCy's slot for the name, which its Cython code reads
+
+
+class _DecodingState:
+    """Per-thread slots for a component's decoding state, invalidated together."""
+
+    def __init__(self):
+        self._local = threading.local()
+        self.generation = 0
+
+    def slot(self) -> Dict[str, Any]:
+        slot = getattr(self._local, "slot", None)
+        if slot is None:
+            slot = self._local.slot = {}
+        return slot
+
+    def invalidate(self) -> None:
+        # Other threads see the new generation and rebuild; their old systems die with them.
+        self.generation += 1
+        self.slot().clear()
 
 
 def _unpickle_pipe(cls, vocab, model, name, scorer, settings, learned):

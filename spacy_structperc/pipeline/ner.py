@@ -188,7 +188,7 @@ class LatentEntityRecognizer(BIOLabels, SequenceLabeller):
                 gold = self._gold_classes(eg)
                 if (gold >= 0).any():
                     # _bind, with the gold kept out of the preset-entity constraints' way.
-                    system.set_sentence(self.model.atoms(eg.predicted), None,
+                    system.set_sentence(self.model.atoms(eg.predicted, self.name), None,
                                         self._preset_mask(eg.predicted, gold))
                     wrong, _, h, _ = viterbi.train_latent(system, gold, n_latent, order)
                     mistakes += wrong
@@ -198,6 +198,26 @@ class LatentEntityRecognizer(BIOLabels, SequenceLabeller):
         losses[f"{self.name}_updates"] = losses.get(f"{self.name}_updates", 0.0) + n_updates
         return losses
 
+    def _check_iob(self, ref: Doc, iob: numpy.ndarray, types: numpy.ndarray) -> None:
+        """I-X must continue an entity of type X (or a token whose annotation is missing, which
+        may be one). Doc.from_array and .spacy files can hold other sequences; unchecked, they
+        stopped training with an uncoded 'no label sequence satisfies the constraints'."""
+        inside = numpy.flatnonzero(iob == IOB_I)
+        if not len(inside):
+            return
+        prev = numpy.where(inside > 0, inside - 1, 0)
+        ok = (inside > 0) & ((iob[prev] == 0) | (((iob[prev] == IOB_B) | (iob[prev] == IOB_I))
+                                                 & (types[prev] == types[inside])))
+        if ok.all():
+            return
+        i = int(inside[numpy.flatnonzero(~ok)[0]])
+        names = {0: "missing", IOB_I: "I", IOB_O: "O", IOB_B: "B"}
+        previous = "the start" if i == 0 else \
+            f"{names[int(iob[i - 1])]}{'-' + ref[i - 1].ent_type_ if ref[i - 1].ent_type_ else ''}"
+        raise ValueError(Errors.S124.format(name=self.name, i=i, text=ref[i].text,
+                                            iob=f"I-{ref[i].ent_type_}", prev=previous,
+                                            example=ref.text[:80]))
+
     def _gold_classes(self, eg: Example) -> numpy.ndarray:
         """BIO classes (not sub-states) from eg.reference's entities; -1 where the reference has
         no entity annotation or the tokens do not align, so those tokens teach nothing."""
@@ -205,6 +225,7 @@ class LatentEntityRecognizer(BIOLabels, SequenceLabeller):
             ref = eg.reference
             iob = ref.to_array(ENT_IOB)
             types = ref.to_array(ENT_TYPE)
+            self._check_iob(ref, iob, types)
             classes = numpy.full((len(ref),), -1, dtype=numpy.int32)
             classes[iob == IOB_O] = 0
             for i in numpy.flatnonzero((iob == IOB_B) | (iob == IOB_I)).tolist():

@@ -54,7 +54,37 @@ def projective_gold(eg: Example, name: str = "parser") -> Tuple[List[Optional[in
     if cycle:
         raise ValueError(Errors.S100.format(name=name, tokens=cycle,
                                             words=[ref[i].text for i in cycle][:10]))
-    return eg.get_aligned_parse(projectivize=True)
+    if all(t.has_head() for t in ref):
+        return eg.get_aligned_parse(projectivize=True)
+    # Partial trees: spaCy's projectivize takes a missing head (head == self) for a root and
+    # lifts the arcs over it, so `amod` under `obj` becomes a root `amod||obj`. Missing heads
+    # stay missing instead, and a known arc that no projective tree can hold with the other
+    # known arcs (it crosses one, or spans a root) is dropped to missing too.
+    heads, deps = eg.get_aligned_parse(projectivize=False)
+    return _drop_crossing_arcs(heads, deps)
+
+
+def _drop_crossing_arcs(heads: List[Optional[int]], deps: List[Optional[str]]):
+    """Mark missing (head == self, no label) every arc that crosses an earlier kept arc or has
+    a root strictly inside it: the rest nest or are disjoint, as a projective tree's arcs are."""
+    n = len(heads)
+    heads, deps = list(heads), list(deps)
+    is_root = [h == i and bool(deps[i]) for i, h in enumerate(heads)]
+    roots_before = [0] * (n + 1)
+    for i in range(n):
+        roots_before[i + 1] = roots_before[i] + is_root[i]
+    arcs = sorted(((min(i, h), -max(i, h), i) for i, h in enumerate(heads) if h is not None and h != i))
+    stack: List[int] = []   # hi of the open arcs, innermost last
+    for lo, neg_hi, dep in arcs:
+        hi = -neg_hi
+        while stack and stack[-1] <= lo:
+            stack.pop()
+        crosses = bool(stack) and stack[-1] < hi
+        if crosses or roots_before[hi] - roots_before[lo + 1] > 0:
+            heads[dep], deps[dep] = dep, ""
+            continue
+        stack.append(hi)
+    return heads, deps
 
 
 def deprojectivize(doc: Doc) -> Doc:

@@ -42,6 +42,8 @@ from .nonproj import deprojectivize, is_decorated, projective_gold, undecorated
 from .sequence import _choice
 
 DECODERS = ("greedy", "beam")
+SHIFT_ACTION, BREAK_ACTION = 0, 1   # _core/arcstandard.pyx
+PARSE_WINDOW = 1000   # tokens bound at once in a Doc without sentence boundaries
 BACKOFF_LABEL = "dep"
 
 
@@ -75,8 +77,6 @@ class StructuredParser(PerceptronPipe):
         if not isinstance(root_label, str) or not root_label:
             raise ValueError(Errors.S012.format(setting="root_label", name=name, value=root_label,
                                                 requirement="a non-empty string"))
-        self._system: Optional[ArcStandardSystem] = None
-        self._allowed_keys: Optional[numpy.ndarray] = None
         super().__init__(vocab, model, name, scorer=scorer, decoder=decoder,
                          lookahead_depth=lookahead_depth, label_candidates=label_candidates,
                          beam_width=beam_width, update=update, margin=float(margin),
@@ -110,10 +110,10 @@ class StructuredParser(PerceptronPipe):
 
     def _require_initialized(self) -> None:
         if not self.model.is_initialized or not self.cfg["labels"]:
-            raise ValueError(Errors.S001.format(name=self.name, factory=self.factory_name))
+            raise ValueError(Errors.S001.format(name=self.name))
 
     def _labels_changed(self) -> None:
-        self._system = None
+        super()._labels_changed()
         self._class_of = {l: i for i, l in enumerate(self.cfg["labels"])}
         self._label_values = numpy.array([self.vocab.strings.add(l) for l in self.cfg["labels"]]
                                           + [self.vocab.strings.add(self.cfg["root_label"])],
@@ -152,10 +152,12 @@ class StructuredParser(PerceptronPipe):
                     kept.append(BACKOFF_LABEL)
             labels = sorted(set(kept))
         self._init_labels(get_examples, labels, lambda eg: (), "dep", nlp)
-        self._allowed_keys = None
+        # The filter is part of the training state, so it lives in the model: saved and pickled
+        # with the weights, continued training on a copy learns what the original would.
+        self.model.allowed_keys = None
         if self.cfg["min_feature_freq"] > 1:
-            self._allowed_keys = self._gold_features(get_examples, self.cfg["min_feature_freq"])
-        self._system = None
+            self.model.allowed_keys = self._gold_features(get_examples, self.cfg["min_feature_freq"])
+        self._decoding.invalidate()
 
     def _gold_features(self, get_examples, min_freq: int) -> numpy.ndarray:
         """Feature keys seen at least `min_freq` times along the oracle derivations of the
@@ -167,7 +169,7 @@ class StructuredParser(PerceptronPipe):
                 continue
             heads, deps = projective_gold(eg, self.name)
             gold_heads, gold_labels = self._gold(eg, 0, len(eg.reference), heads, deps)
-            system.set_sentence(self.model.atoms(eg.reference), gold_heads, gold_labels, True)
+            system.set_sentence(self.model.atoms(eg.reference, self.name), gold_heads, gold_labels, True)
             pending.append(system.oracle_keys())
             if len(pending) >= 500:
                 chunks.append(self._count(pending))
@@ -199,13 +201,15 @@ class StructuredParser(PerceptronPipe):
 
     @property
     def system(self) -> ArcStandardSystem:
-        weights = self.model.weights
-        if self._system is None or self._system.weights is not weights or \
-                self._system.n_actions != weights.n_classes:
-            self._system = ArcStandardSystem(self.model.templates, weights, len(self.cfg["labels"]),
-                                             self.cfg["label_candidates"])
-            self._system.set_allowed_keys(self._allowed_keys)
-        return self._system
+        """This thread's transition system over the current weights (see
+        PerceptronPipe._thread_system)."""
+        return self._thread_system(self._build_system)
+
+    def _build_system(self) -> ArcStandardSystem:
+        system = ArcStandardSystem(self.model.templates, self.model.weights, len(self.cfg["labels"]),
+                                   self.cfg["label_candidates"])
+        system.set_allowed_keys(self.model.allowed_keys)
+        return system
 
     @staticmethod
     def _spans(doc: Doc) -> Tuple[List[Tuple[int, int]], bool]:
@@ -231,9 +235,12 @@ class StructuredParser(PerceptronPipe):
             heads = numpy.arange(n, dtype=numpy.int64)
             classes = numpy.full((n,), root_class, dtype=numpy.int64)
             if n:
-                atoms = self.model.atoms(doc)
+                atoms = self.model.atoms(doc, self.name)
                 spans, allow_break = self._spans(doc)
                 for start, end in spans:
+                    if allow_break:
+                        self._parse_in_windows(system, atoms, start, end, heads, classes)
+                        continue
                     system.set_sentence(atoms[start:end], allow_break=allow_break)
                     h, l = system.run(self._decode(system))
                     attached = h >= 0
@@ -241,6 +248,35 @@ class StructuredParser(PerceptronPipe):
                     classes[start:end][attached] = l[attached]
             out.append((heads, classes))
         return out
+
+    def _parse_in_windows(self, system: ArcStandardSystem, atoms: numpy.ndarray, start: int, end: int,
+                          heads: numpy.ndarray, classes: numpy.ndarray) -> None:
+        """Parse [start, end) of a Doc without sentence boundaries a window at a time, keeping
+        the sentences the parser itself ends (BREAK) before the window's end.
+
+        A state holds nine ints per bound token and the beam and lookahead copy states at every
+        step, so binding a whole long Doc made its time grow quadratically. A window is WINDOW
+        tokens; its parse is kept up to its last BREAK and the next window starts there, so the
+        sentence a window cuts is parsed again whole. A window without any BREAK (a sentence
+        longer than WINDOW) is kept whole: the parser's sentence is cut there."""
+        s = start
+        while s < end:
+            e = min(end, s + PARSE_WINDOW)
+            system.set_sentence(atoms[s:e], allow_break=True)
+            actions = self._decode(system)
+            h, l = system.run(actions)
+            keep = e - s
+            if e < end:
+                breaks = numpy.flatnonzero(actions == BREAK_ACTION)
+                if len(breaks):
+                    # The tokens shifted before the last BREAK form finished sentences.
+                    shifted = int((actions[:breaks[-1]] == SHIFT_ACTION).sum())
+                    keep = shifted if shifted > 0 else keep
+            h, l = h[:keep], l[:keep]
+            attached = h >= 0
+            heads[s:s + keep][attached] = h[attached] + s
+            classes[s:s + keep][attached] = l[attached]
+            s += keep
 
     def set_annotations(self, docs: Iterable[Doc], predictions) -> None:
         for doc, (heads, classes) in zip(docs, predictions):
@@ -256,7 +292,12 @@ class StructuredParser(PerceptronPipe):
     # Training ----------------------------------------------------------------------------------
 
     def _gold(self, eg: Example, start: int, end: int, heads, deps) -> Tuple[numpy.ndarray, numpy.ndarray]:
-        """Gold heads (index in the span, -1 root, -2 missing) and label classes for a span."""
+        """Gold heads (index in the span, -1 root, -2 missing) and label classes for a span.
+
+        spaCy marks a missing head as head == self with an empty label (Token.has_head() is
+        false), a root as head == self with a label: only the latter is a root. Missing heads
+        stay missing (-2), and the oracle makes no decision about them (see
+        ArcStandardSystem.gold_action), so partially annotated trees teach only what they say."""
         n = end - start
         gold_heads = numpy.full((n,), -2, dtype=numpy.int32)
         gold_labels = numpy.full((n,), -1, dtype=numpy.int32)
@@ -267,7 +308,8 @@ class StructuredParser(PerceptronPipe):
             if h is None:
                 continue
             if h == i:
-                gold_heads[k] = -1
+                if d:
+                    gold_heads[k] = -1
             elif start <= h < end:
                 gold_heads[k] = h - start
                 if d and d != root:
@@ -278,11 +320,11 @@ class StructuredParser(PerceptronPipe):
         """Atoms of eg.predicted; if it lacks an annotation the features read (no tagger runs
         before the parser in training) and the tokens are the gold ones, the reference's."""
         try:
-            return self.model.atoms(eg.predicted)
+            return self.model.atoms(eg.predicted, self.name)
         except ValueError:
             if not self.same_tokens(eg):
                 raise
-            return self.model.atoms(eg.reference)
+            return self.model.atoms(eg.reference, self.name)
 
     def update(self, examples: Iterable[Example], *, drop: float = 0.0, sgd=None,
                losses: Optional[Dict[str, float]] = None) -> Dict[str, float]:

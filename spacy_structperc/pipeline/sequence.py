@@ -7,7 +7,7 @@ ids (`_gold_classes`), how decisions are written to the Doc (`set_annotations`),
 which label bigrams are valid (`_transitions`, e.g. BIO) and which labels each token may take
 (`_position_mask`, e.g. a tag dictionary).
 """
-from typing import Dict, Iterable, List, Optional
+from typing import Dict, Iterable, List, Optional, Tuple
 
 import numpy
 from spacy.tokens import Doc
@@ -22,6 +22,42 @@ from .base import PerceptronPipe
 
 DECODERS = ("greedy", "viterbi", "beam")
 DIRECTIONS = ("ltr", "rtl")
+
+
+# Long Docs are decoded in windows of WINDOW tokens. Without sentence boundaries each window is
+# bound with MARGIN more tokens on either side, which are decoded but not kept: the labels kept
+# are those a decoding of the whole Doc gives wherever the best paths merge within MARGIN tokens
+# (they do within a few tokens in practice). With boundaries, windows hold whole sentences and
+# the chain restarts at each window (only a sentence longer than a window is split by margins).
+WINDOW = 1000
+MARGIN = 50
+
+
+def decode_windows(doc: Doc, window: int = WINDOW, margin: int = MARGIN) -> List[Tuple[int, int, int, int]]:
+    """(bind_start, bind_end, keep_start, keep_end) for each piece of `doc` to decode."""
+    n = len(doc)
+    if n <= window + 2 * margin:
+        return [(0, n, 0, n)]
+    groups: List[Tuple[int, int]] = []
+    if doc.has_annotation("SENT_START"):
+        start = end = 0
+        for sent in doc.sents:
+            if sent.end - start > window and end > start:
+                groups.append((start, end))
+                start = end
+            end = sent.end
+        groups.append((start, end))
+    else:
+        groups = [(0, n)]
+    out = []
+    for g_start, g_end in groups:
+        if g_end - g_start <= window + 2 * margin:
+            out.append((g_start, g_end, g_start, g_end))
+            continue
+        for keep_a in range(g_start, g_end, window):
+            keep_b = min(g_end, keep_a + window)
+            out.append((max(g_start, keep_a - margin), min(g_end, keep_b + margin), keep_a, keep_b))
+    return out
 
 
 def _choice(name: str, setting: str, value, options) -> None:
@@ -49,15 +85,11 @@ class SequenceLabeller(PerceptronPipe):
         if decoder == "viterbi" and model.templates.max_history > order:
             raise ValueError(Errors.S011.format(name=name, history=model.templates.max_history,
                                                 decoder=decoder, order=order))
-        self._system: Optional[TagSystem] = None
         super().__init__(vocab, model, name, scorer=scorer, decoder=decoder,
                          lookahead_depth=lookahead_depth, order=order, beam_width=beam_width,
                          update=update, margin=float(margin), direction=direction, **cfg)
 
     # Classes -----------------------------------------------------------------------------------
-
-    def _labels_changed(self) -> None:
-        self._system = None
 
     def _transitions(self) -> Optional[numpy.ndarray]:
         """Valid label bigrams, left to right: (n_classes + 1, n_classes) bool, row n_classes =
@@ -74,36 +106,40 @@ class SequenceLabeller(PerceptronPipe):
 
     @property
     def system(self) -> TagSystem:
-        weights = self.model.weights
-        if self._system is None or self._system.weights is not weights or \
-                self._system.n_actions != weights.n_classes:
-            trans = self._transitions()
-            self._start_mask = None
-            if trans is not None:
-                trans = numpy.asarray(trans, dtype=numpy.uint8)
-                m = trans.shape[1]
-                if self.cfg.get("direction", "ltr") == "rtl":
-                    # Right to left, the previous decision is the next token: transpose, and the
-                    # constraint on the first token becomes one on the last decision.
-                    if not trans[m].all():
-                        self._start_mask = trans[m].copy()
-                    rtl = numpy.ones_like(trans)
-                    rtl[:m] = trans[:m].T
-                    trans = rtl
-            self._system = TagSystem(self.model.templates, weights, trans)
-        return self._system
+        """This thread's TagSystem over the current weights (see PerceptronPipe._thread_system)."""
+        return self._thread_system(self._build_system)
+
+    def _build_system(self) -> TagSystem:
+        trans = self._transitions()
+        start_mask = None
+        if trans is not None:
+            trans = numpy.asarray(trans, dtype=numpy.uint8)
+            m = trans.shape[1]
+            if self.cfg.get("direction", "ltr") == "rtl":
+                # Right to left, the previous decision is the next token: transpose, and the
+                # constraint on the first token becomes one on the last decision.
+                if not trans[m].all():
+                    start_mask = trans[m].copy()
+                rtl = numpy.ones_like(trans)
+                rtl[:m] = trans[:m].T
+                trans = rtl
+        self._thread_extra()["start_mask"] = start_mask
+        return TagSystem(self.model.templates, self.model.weights, trans)
 
     # Decoding ----------------------------------------------------------------------------------
 
     def _bind(self, doc: Doc, gold: Optional[numpy.ndarray] = None) -> None:
+        self._bind_arrays(self.model.atoms(doc, self.name), self._position_mask(doc, gold), gold)
+
+    def _bind_arrays(self, atoms: numpy.ndarray, allowed: Optional[numpy.ndarray],
+                     gold: Optional[numpy.ndarray] = None) -> None:
         system = self.system
-        atoms = self.model.atoms(doc)
-        allowed = self._position_mask(doc, gold)
         if self.cfg.get("direction", "ltr") == "rtl":
-            if self._start_mask is not None and len(doc):
-                if allowed is None:
-                    allowed = numpy.ones((len(doc), self.n_classes), dtype=numpy.uint8)
-                allowed[0] &= self._start_mask
+            start_mask = self._thread_extra().get("start_mask")
+            if start_mask is not None and len(atoms):
+                allowed = numpy.ones((len(atoms), self.n_classes), dtype=numpy.uint8) if allowed is None \
+                    else allowed.copy()
+                allowed[0] &= start_mask
             atoms = atoms[::-1]
             gold = gold[::-1] if gold is not None else None
             allowed = allowed[::-1] if allowed is not None else None
@@ -118,16 +154,27 @@ class SequenceLabeller(PerceptronPipe):
         return lookahead.decode(self.system, self.cfg["lookahead_depth"])
 
     def predict(self, docs: Iterable[Doc]) -> List[numpy.ndarray]:
-        """Class ids for every token of every doc, with averaged weights."""
+        """Class ids for every token of every doc, with averaged weights.
+
+        A Doc of up to WINDOW + 2 * MARGIN tokens is decoded at once. A longer one is decoded a
+        window at a time (see `decode_windows`), so time and memory per token do not grow with
+        the Doc: second-order Viterbi holds ~20 KB per bound token."""
         self.begin_predict()
         out = []
+        rtl = self.cfg.get("direction", "ltr") == "rtl"
         for doc in docs:
-            if len(doc) == 0:
-                out.append(numpy.zeros((0,), dtype=numpy.int32))
-                continue
-            self._bind(doc)
-            classes = self._decode()
-            out.append(classes[::-1] if self.cfg.get("direction", "ltr") == "rtl" else classes)
+            n = len(doc)
+            classes = numpy.zeros((n,), dtype=numpy.int32)
+            if n:
+                atoms = self.model.atoms(doc, self.name)
+                allowed = self._position_mask(doc, None)
+                for a, b, keep_a, keep_b in decode_windows(doc):
+                    self._bind_arrays(atoms[a:b], allowed[a:b] if allowed is not None else None)
+                    got = self._decode()
+                    if rtl:
+                        got = got[::-1]
+                    classes[keep_a:keep_b] = got[keep_a - a:keep_b - a]
+            out.append(classes)
         return out
 
     # Training ----------------------------------------------------------------------------------

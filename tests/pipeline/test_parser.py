@@ -260,7 +260,7 @@ def test_min_feature_freq_keeps_updates_to_features_of_repeated_gold_configurati
         nlp, parser = train({"min_feature_freq": min_freq}, epochs=3)
         rows[min_freq] = parser.model.weights.n_rows
         if min_freq == 2:
-            allowed = set(parser._allowed_keys.tolist())
+            allowed = set(parser.model.allowed_keys.tolist())
             keys, _ = parser.model.weights.to_arrays(averaged=False, prune=False)
             assert set(keys.tolist()) <= allowed
     assert 0 < rows[2] < rows[1]
