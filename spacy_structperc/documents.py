@@ -68,7 +68,7 @@ def predicted_doc(reference: Doc) -> Doc:
 class DocumentsCorpus:
     """Examples of multi-sentence documents with gold tokens (see the module docstring)."""
 
-    def __init__(self, path: Union[str, Path], *, sentences_per_doc: int = 0, limit: int = 0,
+    def __init__(self, path: Optional[Union[str, Path]], *, sentences_per_doc: int = 0, limit: int = 0,
                  gold_preproc: bool = True):
         if path is None:
             raise ValueError(Errors.S033.format(reader=DOCUMENTS_CORPUS))

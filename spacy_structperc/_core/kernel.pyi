@@ -6,6 +6,7 @@ FORMAT_VERSION: int
 KIND: str
 PREDICTIONS: Tuple[str, str, str]
 BUDGET_POLICIES: Tuple[str, str]
+MAX_SUPPORT: int
 
 # A sparse item: keys (uint64, any order, a repeated key counts twice), or (keys, values).
 SparseItem = Union[numpy.ndarray, Sequence[int], Tuple[Any, Any]]
