@@ -85,50 +85,51 @@ def make_problem(n_items: int, n_features: int, n_pairs: int, noise: float, seed
     return keys, y
 
 
-def train_primal(train, y, epochs: int) -> Dict[str, Any]:
-    from spacy_structperc._core.weights import AveragedWeights
-    w = AveragedWeights(1, 1 << 20)
-    out: Dict[str, Any] = {"epochs": []}
+def train_online(train, y, epochs: int, score, update, tick, epoch_details=lambda: {}) -> List[Dict[str, Any]]:
+    """The binary perceptron: score with the current model, update on a mistake, tick every item."""
+    epochs_out = []
     for epoch in range(epochs):
         mistakes = 0
         start = time.perf_counter()
         for j in range(len(train)):
             x = train[j]
-            if y[j] * float(w.score(x)[0]) <= 0:
+            if y[j] * score(x, j) <= 0:
                 mistakes += 1
-                for key in x.tolist():
-                    w.add(key, 0, float(y[j]))
-            w.next_example()
-        out["epochs"].append({"seconds": time.perf_counter() - start, "mistakes": mistakes})
+                update(x, float(y[j]), j)
+            tick()
+        seconds = time.perf_counter() - start
+        epochs_out.append({"seconds": seconds, "mistakes": mistakes, **epoch_details()})
+        print(f"    epoch {epoch + 1}: {seconds:.1f}s, {mistakes} mistakes", flush=True)
+    return epochs_out
+
+
+def train_primal(train, y, epochs: int) -> Dict[str, Any]:
+    from spacy_structperc._core.weights import AveragedWeights
+    w = AveragedWeights(1, 1 << 20)
+
+    def update(x, delta, j):
+        for key in x.tolist():
+            w.add(key, 0, delta)
+
+    epochs_out = train_online(train, y, epochs, lambda x, j: float(w.score(x)[0]), update, w.next_example)
     w.set_use_averages(True)
-    out["model"] = w
-    return out
+    return {"epochs": epochs_out, "model": w}
 
 
 def train_dual(train, y, epochs: int, **kwargs) -> Dict[str, Any]:
     from spacy_structperc._core.kernel import DualPerceptron, PolynomialKernel
     p = DualPerceptron(PolynomialKernel(2, 1.0, 1.0), **kwargs)
     use_ids = p.cache_limit > 0
-    out: Dict[str, Any] = {"epochs": []}
-    for epoch in range(epochs):
-        mistakes = 0
-        start = time.perf_counter()
-        for j in range(len(train)):
-            x = train[j]
-            item_id = j if use_ids else -1
-            if y[j] * p.score(x, item_id, "last") <= 0:
-                mistakes += 1
-                p.update(x, float(y[j]), j)
-            p.tick()
-        seconds = time.perf_counter() - start
-        out["epochs"].append({"seconds": seconds, "mistakes": mistakes, "support": p.n_support,
-                              "postings": p.kernel.n_postings, "peak_rss_mb": C.peak_rss_mb(False),
-                              "expansion_features": p.expansion.n_features if p.expanded else 0,
-                              "expansion_mb": p.expansion.n_bytes / 2**20 if p.expanded else 0,
-                              "cache_mb": p.cache_bytes / 2**20, "cache_hits": p.cache_hits})
-        print(f"    epoch {epoch + 1}: {seconds:.1f}s, {mistakes} mistakes, support {p.n_support}", flush=True)
-    out["model"] = p
-    return out
+    epochs_out = train_online(
+        train, y, epochs,
+        lambda x, j: p.score(x, j if use_ids else -1, "last"),
+        lambda x, delta, j: p.update(x, delta, j),
+        p.tick,
+        lambda: {"support": p.n_support, "postings": p.kernel.n_postings, "peak_rss_mb": C.peak_rss_mb(False),
+                 "expansion_features": p.expansion.n_features if p.expanded else 0,
+                 "expansion_mb": p.expansion.n_bytes / 2**20 if p.expanded else 0,
+                 "cache_mb": p.cache_bytes / 2**20, "cache_hits": p.cache_hits})
+    return {"epochs": epochs_out, "model": p}
 
 
 def evaluate(model, test, y_test, voted_n: int) -> Dict[str, float]:

@@ -182,6 +182,35 @@ cdef inline size_t _slot(uint64_t key, size_t mask) noexcept nogil:
     return <size_t>(key & mask)
 
 
+ctypedef fused AnySlot:
+    KeySlot
+    PrimalSlot
+
+
+cdef inline bint _used(AnySlot* slot) noexcept nogil:
+    if AnySlot is KeySlot:
+        return slot.list1 != 0   # a key table's keys are the caller's: any value, 0 included
+    else:
+        return slot.key != 0     # an expansion's keys are hashes, never 0
+
+
+cdef AnySlot* _rehash(AnySlot* old, size_t old_capacity, size_t new_capacity) except NULL:
+    """A linear-probing table moved into a larger one; the old one is freed."""
+    cdef AnySlot* table = <AnySlot*>calloc(new_capacity, sizeof(AnySlot))
+    if table == NULL:
+        raise MemoryError()
+    cdef size_t mask = new_capacity - 1
+    cdef size_t i, b
+    for i in range(old_capacity):
+        if _used(&old[i]):
+            b = _slot(old[i].key, mask)
+            while _used(&table[b]):
+                b = (b + 1) & mask
+            table[b] = old[i]
+    free(old)
+    return table
+
+
 def _mode_of(mode, name="mode"):
     try:
         return PREDICTIONS.index(mode)
@@ -403,21 +432,8 @@ cdef class PolynomialKernel(Kernel):
         return -1
 
     cdef int _grow_table(self) except -1:
-        cdef size_t new_capacity = self._capacity * 2
-        cdef KeySlot* table = <KeySlot*>calloc(new_capacity, sizeof(KeySlot))
-        if table == NULL:
-            raise MemoryError()
-        cdef size_t mask = new_capacity - 1
-        cdef size_t i, b
-        for i in range(self._capacity):
-            if self._table[i].list1 != 0:
-                b = _slot(self._table[i].key, mask)
-                while table[b].list1 != 0:
-                    b = (b + 1) & mask
-                table[b] = self._table[i]
-        free(self._table)
-        self._table = table
-        self._capacity = new_capacity
+        self._table = _rehash(self._table, self._capacity, self._capacity * 2)
+        self._capacity *= 2
         return 0
 
     cdef int64_t _list_of(self, uint64_t key) except -1:
@@ -742,21 +758,8 @@ cdef class Expansion:
         return m
 
     cdef int _grow(self) except -1:
-        cdef size_t new_capacity = self._capacity * 2
-        cdef PrimalSlot* table = <PrimalSlot*>calloc(new_capacity, sizeof(PrimalSlot))
-        if table == NULL:
-            raise MemoryError()
-        cdef size_t mask = new_capacity - 1
-        cdef size_t i, b
-        for i in range(self._capacity):
-            if self._table[i].key != 0:
-                b = _slot(self._table[i].key, mask)
-                while table[b].key != 0:
-                    b = (b + 1) & mask
-                table[b] = self._table[i]
-        free(self._table)
-        self._table = table
-        self._capacity = new_capacity
+        self._table = _rehash(self._table, self._capacity, self._capacity * 2)
+        self._capacity *= 2
         return 0
 
     cdef int add(self, int64_t n_features, double delta, double clocked) except -1:
