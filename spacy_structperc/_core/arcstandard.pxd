@@ -54,6 +54,7 @@ cdef class ArcStandardSystem(TransitionSystem):
     cdef readonly int label_candidates
     cdef readonly bint allow_break
     cdef readonly bint has_gold
+    cdef public bint complete_gold   # score(): only the oracle's action where it knows one
     cdef object _allowed
     cdef const hash_t* allowed     # sorted keys updates may touch; NULL: all
     cdef Py_ssize_t n_allowed

@@ -176,6 +176,7 @@ cdef class ArcStandardSystem(TransitionSystem):
             self._bind_gold(heads, labels, n)
         self.n_tokens = n
         self.allow_break = allow_break
+        self.complete_gold = False
         self.state_size = sizeof(ParseStateC) + N_ARRAYS * max(n, 1) * sizeof(int)
 
     def _bind_gold(self, heads, labels, int n):
@@ -440,7 +441,12 @@ cdef class ArcStandardSystem(TransitionSystem):
         model's best remaining action) stays consistent with every known head and the oracle's
         later answers about them stay right. If that rules out everything, nothing is masked."""
         cdef int a, n_left = 0
-        if self.gold_action(state) >= 0:
+        cdef int g = self.gold_action(state)
+        if g >= 0:
+            if self.complete_gold and scores[g] != -INFINITY:
+                for a in range(self.n_actions):
+                    if a != g:
+                        scores[a] = -INFINITY
             return
         for a in range(self.n_actions):
             if scores[a] != -INFINITY and not self._breaks_known(state, a):

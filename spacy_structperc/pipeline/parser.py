@@ -316,6 +316,29 @@ class StructuredParser(PerceptronPipe):
                     gold_labels[k] = self._label_id(d)
         return gold_heads, gold_labels
 
+    def _complete_tree(self, system: ArcStandardSystem, atoms, gold_heads, gold_labels, allow_break):
+        """A partial gold tree completed with the model's best parse that keeps every known arc
+        (greedy, the oracle's action wherever it knows it, else the best action that breaks no
+        known arc): the perceptron then learns every decision along a tree that agrees with the
+        annotation, as for partially labelled tagging (SequenceLabeller._complete_gold). Falls
+        back to the partial tree if the completion is not a full parse."""
+        system.set_sentence(atoms, gold_heads, gold_labels, allow_break)
+        system.complete_gold = True
+        try:
+            heads, labels = system.run(lookahead.decode(system, 0))
+        except ValueError:
+            return gold_heads, gold_labels
+        finally:
+            system.complete_gold = False
+        known = gold_heads != -2
+        if not ((heads[known] == gold_heads[known]).all() and (labels >= -1).all()):
+            return gold_heads, gold_labels
+        known_labels = gold_labels >= 0
+        labels = labels.copy()
+        labels[known_labels] = gold_labels[known_labels]
+        labels[heads < 0] = -1
+        return heads.astype(numpy.int32), labels.astype(numpy.int32)
+
     def _training_atoms(self, eg: Example) -> numpy.ndarray:
         """Atoms of eg.predicted; if it lacks an annotation the features read (no tagger runs
         before the parser in training) and the tokens are the gold ones, the reference's."""
@@ -355,6 +378,9 @@ class StructuredParser(PerceptronPipe):
                     gold_heads, gold_labels = self._gold(eg, start, end, heads, deps)
                     if not (gold_heads > -2).any():
                         continue
+                    if (gold_heads == -2).any() and not use_beam:
+                        gold_heads, gold_labels = self._complete_tree(system, atoms[start:end], gold_heads,
+                                                                      gold_labels, allow_break)
                     system.set_sentence(atoms[start:end], gold_heads, gold_labels, allow_break)
                     if use_beam:
                         if system.oracle_path() is None:
