@@ -1,0 +1,111 @@
+"""Benchmark k-best reranking (collins2001) on top of the beam parser and the chunker.
+
+Stages (each cached under ``benchmarks/.work/rerank/``, so learners can be iterated without
+re-training or re-parsing):
+
+1. ``base``: jackknifed base pipelines (structperc_tagger + structperc_parser,
+   ``configs/parser_beam.cfg``) trained with ``spacy train`` on all but one of ``--folds`` folds
+   of UD English EWT train, and one on all of train (for dev and test);
+2. ``kbest``: each training sentence parsed by the pipeline that did not see its fold, dev and
+   test by the full pipeline (predicted tags throughout); the k-best lists of the beam are cached;
+3. ``rerank``: global features, each learner trained on the jackknifed lists, evaluated on test.
+
+Example (from the repo root)::
+
+    python benchmarks/bench_reranking.py --only base      # the heavy part, in the background
+    python benchmarks/bench_reranking.py                  # everything that is not cached yet
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any, Dict, List
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _common as C  # noqa: E402
+
+DATASET = "ud_en_ewt"
+OURS = "structperc_parser"
+BASE_CONFIG = "parser_beam.cfg"
+SPLIT_FILES = {"train": "*-ud-train.conllu", "dev": "*-ud-dev.conllu", "test": "*-ud-test.conllu"}
+QUICK_LIMITS = {"train": 800, "dev": 200, "test": 300}
+
+
+def prepare_data(data_dir: Path, work_dir: Path, quick: bool) -> Dict[str, str]:
+    out_dir = work_dir / "data" / "parser" / ("quick" if quick else "full")
+    paths = {}
+    for split, pattern in SPLIT_FILES.items():
+        src = C.find_split_file(data_dir, split, pattern)
+        out = out_dir / f"{split}.spacy"
+        info = C.conllu_to_docbins(src, {"gold": out}, limit=QUICK_LIMITS[split] if quick else 0)
+        if info.get("converted"):
+            print(f"  converted {src.name}: {info['docs']} docs, {info['tokens']} tokens", flush=True)
+        paths[split] = str(out)
+    return paths
+
+
+def fold_of(i: int, n_folds: int) -> int:
+    """The fold of the i-th training sentence: round robin, so every fold mixes all genres."""
+    return i % n_folds
+
+
+def write_folds(train_path: str, out_dir: Path, n_folds: int) -> List[str]:
+    """DocBins of the training sentences outside each fold (what fold f's base model trains on)."""
+    from spacy.tokens import DocBin
+    from spacy.vocab import Vocab
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    docs = C.load_docs(Path(train_path), Vocab())
+    paths = []
+    for f in range(n_folds):
+        path = out_dir / f"train-without-fold{f}-of{n_folds}.spacy"
+        if not path.exists():
+            DocBin(docs=[d for i, d in enumerate(docs) if fold_of(i, n_folds) != f],
+                   store_user_data=False).to_disk(path)
+        paths.append(str(path))
+    return paths
+
+
+def train_base(paths: Dict[str, str], work: Path, n_folds: int, overrides: List[str]) -> Dict[str, Any]:
+    """Train the fold pipelines and the full one (skipping any already trained)."""
+    config = C.REPO_ROOT / "configs" / BASE_CONFIG
+    folds = write_folds(paths["train"], work / "folds", n_folds)
+    runs = {}
+    jobs = [(f"fold{f}of{n_folds}", fp) for f, fp in enumerate(folds)] + [("full", paths["train"])]
+    for name, train in jobs:
+        out = work / "base" / name
+        if (out / "model" / "model-best").exists() or (out / "model" / "model-last").exists():
+            print(f"  base {name}: cached", flush=True)
+            continue
+        print(f"  base {name}: training on {train}", flush=True)
+        runs[name] = C.spacy_train(config, out / "model", train, paths["dev"],
+                                   overrides=overrides, log_path=out / "train.log")
+        C.write_json(out / "run.json", runs[name]) if hasattr(C, "write_json") else \
+            (out / "run.json").write_text(__import__("json").dumps(runs[name], indent=1))
+        print(f"  base {name}: {runs[name]['seconds']:.0f}s", flush=True)
+    return runs
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--data", type=Path, default=None)
+    p.add_argument("--work-dir", type=Path, default=C.DEFAULT_WORK_DIR)
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--folds", type=int, default=4)
+    p.add_argument("--epochs", type=int, default=8, help="max_epochs of every base pipeline")
+    p.add_argument("--only", default="base,kbest,rerank")
+    args = p.parse_args(argv)
+    data_dir = args.data or C.default_data_dir(DATASET)
+    paths = prepare_data(data_dir, args.work_dir, args.quick)
+    work = args.work_dir / "rerank" / ("quick" if args.quick else "full")
+    overrides = ["--training.max_epochs", str(2 if args.quick else args.epochs),
+                 "--corpora.train.gold_preproc", "true", "--corpora.dev.gold_preproc", "true"]
+    only = set(args.only.split(","))
+    if "base" in only:
+        train_base(paths, work, args.folds, overrides)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
