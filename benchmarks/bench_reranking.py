@@ -87,6 +87,91 @@ def train_base(paths: Dict[str, str], work: Path, n_folds: int, overrides: List[
     return runs
 
 
+def _model_dir(work: Path, name: str) -> Path:
+    return work / "base" / name / "model" / "model-last"
+
+
+def _candidates_for(nlp, gold_docs, k: int, width: int, feats) -> Dict[str, Any]:
+    """Tag and k-best parse un-annotated copies of gold_docs; return the raw lists (for scoring
+    choices) and the CandidateLists (features, loss, trees)."""
+    import numpy
+    from spacy_structperc.reranking import CandidateLists
+
+    parser = nlp.get_pipe("parser")
+    docs = C.unannotated_copies(gold_docs, nlp.vocab)
+    with nlp.select_pipes(enable=["tagger"]):
+        docs = list(nlp.pipe(docs, batch_size=1000))
+    values = parser._label_values
+    from spacy_structperc.pipeline.nonproj import undecorated
+    plain = numpy.array([nlp.vocab.strings.add(undecorated(nlp.vocab.strings[int(v)])) for v in values],
+                        dtype=numpy.uint64)
+    sentences, raw = [], []
+    with C.Timer() as t:
+        kb = [parser.kbest(doc, k, width) for doc in docs]
+    for doc, gold, spans in zip(docs, gold_docs, kb):
+        words = doc.to_array("LOWER").astype(numpy.uint64)
+        tags = doc.to_array("TAG").astype(numpy.uint64)
+        gh = numpy.array([tok.head.i if tok.head.i != tok.i else -1 for tok in gold])
+        gl = numpy.array([tok.dep for tok in gold], dtype=numpy.uint64)
+        punct = numpy.array([tok.pos_ == "PUNCT" for tok in gold])
+        (start, end, cands), = spans    # one span per Doc: the benchmark's Docs are sentences
+        out = []
+        for score, heads, classes in cands:
+            labels = values[classes]
+            wrong_head = (heads != gh) & ~punct
+            wrong_label = (wrong_head | (plain[classes] != gl)) & ~punct
+            nodes = feats_node(tags, labels)
+            out.append({"base": score, "loss": float(wrong_head.sum() + wrong_label.sum()),
+                        "keys": feats(words, tags, heads, labels), "heads": heads, "nodes": nodes})
+        sentences.append(out)
+        raw.append([(heads, classes) for _, heads, classes in cands])
+    return {"lists": CandidateLists.build(sentences), "raw": raw, "kbest_seconds": t.seconds,
+            "n_words": C.count_tokens(gold_docs)}
+
+
+def feats_node(tags, labels):
+    """A tree-kernel node label: the tag and the arc label together."""
+    import numpy
+    from spacy_structperc.rerank_features import hash_rows
+    return hash_rows(numpy.stack([tags, labels], axis=1))
+
+
+def kbest_stage(paths: Dict[str, str], work: Path, n_folds: int, k: int, width: int) -> None:
+    """Cache the k-best lists: train sentences from the fold models, dev / test from the full one."""
+    import numpy
+    import spacy
+    import srsly
+
+    import spacy_structperc  # noqa: F401
+    from spacy_structperc.rerank_features import TreeFeatures
+
+    feats = TreeFeatures()
+    out_dir = work / "kbest"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    jobs = [(f"train-fold{f}", f"fold{f}of{n_folds}", "train", f) for f in range(n_folds)]
+    jobs += [("dev", "full", "dev", None), ("test", "full", "test", None)]
+    for name, model, split, fold in jobs:
+        target = out_dir / f"{name}-k{k}-w{width}.npz"
+        if target.exists():
+            print(f"  kbest {name}: cached", flush=True)
+            continue
+        nlp = spacy.load(_model_dir(work, model))
+        gold = C.load_docs(Path(paths[split]), nlp.vocab)
+        if fold is not None:
+            gold = [d for i, d in enumerate(gold) if fold_of(i, n_folds) == fold]
+        res = _candidates_for(nlp, gold, k, width, feats)
+        res["lists"].save(target)
+        raw = res["raw"]
+        sizes = numpy.array([len(r) for r in raw])
+        numpy.savez(out_dir / f"{name}-k{k}-w{width}-raw.npz", sizes=sizes,
+                    heads=numpy.concatenate([h for r in raw for h, _ in r]),
+                    classes=numpy.concatenate([c for r in raw for _, c in r]))
+        srsly.write_json(out_dir / f"{name}-k{k}-w{width}.json",
+                         {"kbest_seconds": res["kbest_seconds"], "n_words": res["n_words"],
+                          "model": model, "fold": fold})
+        print(f"  kbest {name}: {len(gold)} sentences, {res['kbest_seconds']:.0f}s", flush=True)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", type=Path, default=None)
@@ -96,6 +181,8 @@ def main(argv=None) -> int:
     p.add_argument("--epochs", type=int, default=4, help="max_epochs of every base pipeline")
     p.add_argument("--train-beam", type=int, default=8, help="beam width the base parsers train with")
     p.add_argument("--only", default="base,kbest,rerank")
+    p.add_argument("--k", type=int, default=16, help="k-best lists cached (k <= this are prefixes)")
+    p.add_argument("--width", type=int, default=16, help="beam width of the k-best decoding")
     args = p.parse_args(argv)
     data_dir = args.data or C.default_data_dir(DATASET)
     paths = prepare_data(data_dir, args.work_dir, args.quick)
@@ -109,6 +196,8 @@ def main(argv=None) -> int:
     only = set(args.only.split(","))
     if "base" in only:
         train_base(paths, work, args.folds, overrides)
+    if "kbest" in only:
+        kbest_stage(paths, work, args.folds, args.k, args.width)
     return 0
 
 

@@ -116,22 +116,45 @@ class CandidateLists:
         return self.offsets[:-1].copy()
 
     def subset(self, sentences: Sequence[int]) -> "CandidateLists":
-        rows = [numpy.arange(self.offsets[i], self.offsets[i + 1]) for i in sentences]
-        rows = numpy.concatenate(rows) if rows else numpy.zeros((0,), dtype=numpy.int64)
-        sizes = numpy.diff(self.offsets)[list(sentences)] if len(sentences) else numpy.zeros((0,), numpy.int64)
+        return self._rows([numpy.arange(self.offsets[i], self.offsets[i + 1]) for i in sentences])
+
+    def _rows(self, per_sentence: List[numpy.ndarray]) -> "CandidateLists":
+        sizes = numpy.array([len(r) for r in per_sentence], dtype=numpy.int64)
+        rows = numpy.concatenate(per_sentence).astype(numpy.int64) if per_sentence else numpy.zeros((0,), dtype=numpy.int64)
         offsets = numpy.concatenate([[0], numpy.cumsum(sizes)])
         kl = numpy.diff(self.key_ptr)[rows]
-        keys = (numpy.concatenate([self.keys_of(j) for j in rows]) if len(rows)
-                else numpy.zeros((0,), numpy.uint64))
+        keys = self.keys[_ranges(self.key_ptr[rows], kl)]
         out = CandidateLists(offsets, self.base[rows], self.loss[rows],
                              numpy.concatenate([[0], numpy.cumsum(kl)]), keys)
         if self.tree_ptr is not None:
             tl = numpy.diff(self.tree_ptr)[rows]
-            trees = [self.tree_of(j) for j in rows]
+            at = _ranges(self.tree_ptr[rows], tl)
             out.tree_ptr = numpy.concatenate([[0], numpy.cumsum(tl)]).astype(numpy.int64)
-            out.heads = numpy.concatenate([h for h, _ in trees]) if trees else numpy.zeros((0,), numpy.int32)
-            out.nodes = numpy.concatenate([n for _, n in trees]) if trees else numpy.zeros((0,), numpy.uint64)
+            out.heads, out.nodes = self.heads[at], self.nodes[at]
         return out
+
+    def head(self, k: int) -> "CandidateLists":
+        """The first k candidates of every list."""
+        rows = [numpy.arange(self.offsets[i], min(self.offsets[i + 1], self.offsets[i] + k))
+                for i in range(self.n_sentences)]
+        return self._rows(rows)
+
+    @classmethod
+    def concat(cls, parts: Sequence["CandidateLists"]) -> "CandidateLists":
+        out = {}
+        names = ["base", "loss", "keys"] + (["heads", "nodes"] if all(p.tree_ptr is not None for p in parts) else [])
+        for name in names:
+            out[name] = numpy.concatenate([getattr(p, name) for p in parts])
+        for name, ln in (("offsets", None), ("key_ptr", "keys"), ("tree_ptr", "heads")):
+            if name == "tree_ptr" and "heads" not in out:
+                continue
+            acc, pieces = 0, [numpy.zeros((1,), dtype=numpy.int64)]
+            for p in parts:
+                arr = getattr(p, name)
+                pieces.append(arr[1:] + acc)
+                acc += arr[-1]
+            out[name] = numpy.concatenate(pieces)
+        return cls(**out)
 
     def to_dict(self) -> Dict[str, numpy.ndarray]:
         out = {k: getattr(self, k) for k in ("offsets", "base", "loss", "key_ptr", "keys")}
@@ -372,9 +395,18 @@ class BoostingReranker(Reranker):
         self.w0 = _minimize_exp_loss(share, dbase)
         margin = self.w0 * dbase
         D = share * numpy.exp(-margin)
-        # Candidate -> triples (as the good or the bad side).
-        cand_tr_ptr, cand_tr = _invert(numpy.concatenate([good, bad]), len(train))
+        # Candidate -> triples: a candidate is the bad side of at most one triple; a sentence's
+        # triples are contiguous and share its oracle (the good side).
         n_tr = len(good)
+        bad_tr = numpy.full((len(train),), -1, dtype=numpy.int64)
+        bad_tr[bad] = numpy.arange(n_tr)
+        good_start = numpy.zeros((len(train),), dtype=numpy.int64)
+        good_len = numpy.zeros((len(train),), dtype=numpy.int64)
+        if n_tr:
+            first = numpy.concatenate([[True], good[1:] != good[:-1]])
+            starts = numpy.flatnonzero(first)
+            good_start[good[starts]] = starts
+            good_len[good[starts]] = numpy.diff(numpy.concatenate([starts, [n_tr]]))
         # Feature -> candidates.
         feat_ptr, feat_cands = _invert(cols, V, rows)
         # r~_s = sum_t D_t (phi_s(good_t) - phi_s(bad_t))
@@ -409,9 +441,8 @@ class BoostingReranker(Reranker):
             history.append((s, delta))
             # The triples whose candidates have feature s.
             cands = feat_cands[feat_ptr[s]:feat_ptr[s + 1]]
-            trs = numpy.unique(numpy.concatenate([cand_tr[cand_tr_ptr[c]:cand_tr_ptr[c + 1]] for c in cands])
-                               if len(cands) else numpy.zeros((0,), numpy.int64))
-            trs = numpy.where(trs >= n_tr, trs - n_tr, trs)
+            trs = numpy.concatenate([bad_tr[cands][bad_tr[cands] >= 0],
+                                     _ranges(good_start[cands], good_len[cands])])
             trs = numpy.unique(trs)
             has = numpy.zeros((len(train),), dtype=numpy.float64)
             has[cands] = 1.0
@@ -427,8 +458,9 @@ class BoostingReranker(Reranker):
             numpy.add.at(dcw, good[trs], dD)
             numpy.add.at(dcw, bad[trs], -dD)
             touched = numpy.unique(numpy.concatenate([good[trs], bad[trs]]))
-            for c in touched:
-                r[cols[ptr[c]:ptr[c + 1]]] += dcw[c]
+            lens = ptr[touched + 1] - ptr[touched]
+            entries = _ranges(ptr[touched], lens)
+            r += numpy.bincount(cols[entries], weights=numpy.repeat(dcw[touched], lens), minlength=V)
             self.loss_curve.append(Z)
             if dev is not None and (t % self.eval_every == 0 or t == self.rounds):
                 sc = _linear_scores(self.w, dev_ptr, dev_cols) + self.w0 * dev_base
@@ -463,6 +495,17 @@ class BoostingReranker(Reranker):
         self.index = FeatureIndex(_unarr(data["keys"]))
         self.w = _unarr(data["w"])
         return self
+
+
+def _ranges(starts: numpy.ndarray, lens: numpy.ndarray) -> numpy.ndarray:
+    """The concatenation of arange(starts[i], starts[i] + lens[i])."""
+    starts, lens = numpy.asarray(starts, dtype=numpy.int64), numpy.asarray(lens, dtype=numpy.int64)
+    keep = lens > 0
+    starts, lens = starts[keep], lens[keep]
+    if not len(lens):
+        return numpy.zeros((0,), dtype=numpy.int64)
+    offs = numpy.repeat(starts - numpy.concatenate([[0], numpy.cumsum(lens)[:-1]]), lens)
+    return numpy.arange(int(lens.sum()), dtype=numpy.int64) + offs
 
 
 def _invert(targets: numpy.ndarray, n: int, values: Optional[numpy.ndarray] = None):

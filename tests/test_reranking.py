@@ -100,3 +100,16 @@ def test_one_candidate_lists_choose_their_only_candidate():
     for model in (PerceptronReranker(epochs=2).fit(lists), BoostingReranker(rounds=5, min_count=1).fit(lists)):
         picked = model.choose(lists)
         assert picked[0] == 0 and picked[1] in (1, 2)
+
+
+def test_head_subset_and_concat_keep_candidates_whole():
+    lists = synthetic_lists(9)
+    top2 = lists.head(2)
+    assert (numpy.diff(top2.offsets) == numpy.minimum(numpy.diff(lists.offsets), 2)).all()
+    for i in range(lists.n_sentences):
+        a, b = top2.offsets[i], top2.offsets[i + 1]
+        for r, j in enumerate(range(a, b)):
+            assert numpy.array_equal(top2.keys_of(j), lists.keys_of(lists.offsets[i] + r))
+    both = CandidateLists.concat([lists.subset(range(10)), lists.subset(range(10, lists.n_sentences))])
+    for name in ("offsets", "base", "loss", "key_ptr", "keys"):
+        assert numpy.array_equal(getattr(both, name), getattr(lists, name))

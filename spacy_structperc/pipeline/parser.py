@@ -235,6 +235,32 @@ class StructuredParser(PerceptronPipe):
             out.append((heads, classes))
         return out
 
+    def kbest(self, doc: Doc, k: int, width: Optional[int] = None):
+        """The k best distinct parses of each span of `doc` (see `_spans`) by beam search of
+        width max(k, beam_width) (or `width`): a list of (start, end, candidates), each
+        candidate (score, heads, classes) with heads relative to the span (-1 for a root) and
+        classes as in `predict`. The first candidate is the beam's 1-best. An empty doc has no
+        spans."""
+        self.begin_predict()
+        system = self.system
+        width = max(k, self.cfg["beam_width"]) if width is None else width
+        out = []
+        if not len(doc):
+            return out
+        atoms = self.model.atoms(doc)
+        spans, allow_break = self._spans(doc)
+        root_class = len(self.cfg["labels"])
+        tree_key = lambda path: b"".join(x.tobytes() for x in system.run(path))
+        for start, end in spans:
+            system.set_sentence(atoms[start:end], allow_break=allow_break)
+            cands = []
+            for score, path in beam.kbest(system, width, k, key=tree_key):
+                h, l = system.run(path)
+                classes = numpy.where(h >= 0, l, root_class).astype(numpy.int64)
+                cands.append((float(score), h.astype(numpy.int64), classes))
+            out.append((start, end, cands))
+        return out
+
     def set_annotations(self, docs: Iterable[Doc], predictions) -> None:
         for doc, (heads, classes) in zip(docs, predictions):
             n = len(doc)
