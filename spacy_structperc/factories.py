@@ -158,6 +158,7 @@ clusters = false
         "min_label_freq": 10,
         "min_feature_freq": 2,
         "root_label": "ROOT",
+        "reranker": None,
         "scorer": {"@scorers": "spacy.parser_scorer.v1"},
     },
     default_score_weights={"dep_uas": 0.5, "dep_las": 0.5, "dep_las_per_type": None,
@@ -166,9 +167,9 @@ clusters = false
 def make_parser(nlp: Language, name: str, model: ParserModel, decoder: str, lookahead_depth: int,
                 label_candidates: int, beam_width: int, update: str, margin: float,
                 min_label_freq: int, min_feature_freq: int, root_label: str,
-                scorer: Optional[Callable]) -> StructuredParser:
+                scorer: Optional[Callable], reranker: Optional[dict] = None) -> StructuredParser:
     return StructuredParser(nlp.vocab, model, name, decoder=decoder, lookahead_depth=lookahead_depth,
                             label_candidates=label_candidates, beam_width=beam_width, update=update,
                             margin=margin, min_label_freq=min_label_freq,
                             min_feature_freq=min_feature_freq, root_label=root_label,
-                            scorer=scorer)
+                            scorer=scorer, reranker=reranker)
