@@ -266,19 +266,27 @@ class PerceptronReranker(Reranker):
     """The averaged perceptron for ranking (collins2001 Fig. 2), over the global features and the
     base score (a real-valued feature scaled by `base_scale`). On a mistake (the chosen
     candidate has a higher loss than the list's oracle) Theta += phi(oracle) - phi(chosen).
-    Averaging uses Daume's trick (w - u / c)."""
+    Averaging uses Daume's trick (w - u / c).
+
+    base_weights: None learns the base score's weight like any other; a list of numbers fixes it
+    (the perceptron then learns corrections to the base model, as Collins 2000 fixes it before
+    boosting) and, given dev lists, keeps the value whose model makes the fewest dev errors.
+    """
 
     name = "perceptron"
 
-    def __init__(self, epochs: int = 10, min_count: int = 1, seed: int = 0):
+    def __init__(self, epochs: int = 10, min_count: int = 1, seed: int = 0,
+                 base_weights: Optional[Sequence[float]] = None):
         self.epochs = epochs
         self.min_count = min_count
         self.seed = seed
+        self.base_weights = None if base_weights is None else [float(x) for x in base_weights]
         self.index = FeatureIndex()
         self.w = numpy.zeros((0,))
         self.w0 = 0.0
         self.scale = 1.0
         self.curve: List[Dict[str, float]] = []
+        self.dev_losses: Dict[str, float] = {}
 
     def fit(self, train, dev=None):
         self.index = FeatureIndex.fit(train, self.min_count)
@@ -286,15 +294,31 @@ class PerceptronReranker(Reranker):
         ptr, cols = _column_matrix(self.index, train)
         base = train.relative_base() * self.scale
         oracle = train.oracle()
-        V = len(self.index)
-        w, u = numpy.zeros((V,)), numpy.zeros((V,))
-        w0 = u0 = 0.0
-        c = 1
-        rng = numpy.random.default_rng(self.seed)
         useful = [i for i in range(train.n_sentences)
                   if train.offsets[i + 1] - train.offsets[i] > 1
                   and train.loss[train.offsets[i]:train.offsets[i + 1]].max() > train.loss[oracle[i]]]
-        self.curve = []
+        options = [None] if self.base_weights is None else self.base_weights
+        if dev is None:
+            options = options[:1]
+        best = None
+        self.dev_losses = {}
+        for fixed in options:
+            w, w0, curve = self._train(train, ptr, cols, base, oracle, useful, fixed, dev)
+            self.w, self.w0 = w, w0
+            dev_loss = float(dev.loss[self.choose(dev)].sum()) if dev is not None else 0.0
+            self.dev_losses[str(fixed)] = dev_loss
+            if best is None or dev_loss < best[0]:
+                best = (dev_loss, w, w0, curve)
+        _, self.w, self.w0, self.curve = best
+        return self
+
+    def _train(self, train, ptr, cols, base, oracle, useful, fixed, dev):
+        V = len(self.index)
+        w, u = numpy.zeros((V,)), numpy.zeros((V,))
+        w0 = u0 = 0.0 if fixed is None else fixed
+        c = 1
+        rng = numpy.random.default_rng(self.seed)
+        curve = []
         for epoch in range(self.epochs):
             mistakes = 0
             for i in rng.permutation(useful):
@@ -309,17 +333,17 @@ class PerceptronReranker(Reranker):
                     numpy.add.at(w, cz, -1.0)
                     numpy.add.at(u, cg, c)
                     numpy.add.at(u, cz, -c)
-                    d0 = base[g] - base[z]
-                    w0 += d0
-                    u0 += c * d0
+                    if fixed is None:
+                        d0 = base[g] - base[z]
+                        w0 += d0
+                        u0 += c * d0
                 c += 1
-            self.w, self.w0 = w - u / c, w0 - u0 / c
             point = {"epoch": epoch + 1, "mistakes": mistakes}
             if dev is not None:
+                self.w, self.w0 = w - u / c, (w0 - u0 / c if fixed is None else fixed)
                 point["dev_loss"] = float(dev.loss[self.choose(dev)].sum())
-            self.curve.append(point)
-        self.w, self.w0 = w - u / c, w0 - u0 / c
-        return self
+            curve.append(point)
+        return w - u / c, (w0 - u0 / c if fixed is None else fixed), curve
 
     def scores(self, lists):
         ptr, cols = _column_matrix(self.index, lists)
@@ -327,11 +351,12 @@ class PerceptronReranker(Reranker):
 
     def to_dict(self):
         return {"learner": self.name, "epochs": self.epochs, "min_count": self.min_count,
-                "seed": self.seed, "keys": _arr(self.index.keys), "w": _arr(self.w),
-                "w0": self.w0, "scale": self.scale}
+                "seed": self.seed, "base_weights": self.base_weights, "keys": _arr(self.index.keys),
+                "w": _arr(self.w), "w0": self.w0, "scale": self.scale}
 
     def from_dict(self, data):
         self.epochs, self.min_count, self.seed = data["epochs"], data["min_count"], data["seed"]
+        self.base_weights = data.get("base_weights")
         self.index = FeatureIndex(_unarr(data["keys"]))
         self.w, self.w0, self.scale = _unarr(data["w"]), data["w0"], data["scale"]
         return self
