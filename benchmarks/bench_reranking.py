@@ -24,11 +24,11 @@ from typing import Any, Dict, List
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as C  # noqa: E402
+from bench_parser import prepare_data  # noqa: E402  (the same EWT DocBins as the parser benchmark)
 
 DATASET = "ud_en_ewt"
 OURS = "structperc_parser"
 BASE_CONFIG = "parser_beam.cfg"
-SPLIT_FILES = {"train": "*-ud-train.conllu", "dev": "*-ud-dev.conllu", "test": "*-ud-test.conllu"}
 NOTES = [
     "UD English EWT r2.16 test, gold tokenization, one Doc per sentence, tags predicted by the "
     "pipeline's structperc_tagger; dep_uas / dep_las: spaCy's parser scorer (punctuation excluded).",
@@ -42,20 +42,6 @@ NOTES = [
     "lists (features extracted beforehand); predict_seconds of the 1-best row: nlp.pipe of the "
     "tagger + parser on test. The machine was shared (load averages in details).",
 ]
-QUICK_LIMITS = {"train": 800, "dev": 200, "test": 300}
-
-
-def prepare_data(data_dir: Path, work_dir: Path, quick: bool) -> Dict[str, str]:
-    out_dir = work_dir / "data" / "parser" / ("quick" if quick else "full")
-    paths = {}
-    for split, pattern in SPLIT_FILES.items():
-        src = C.find_split_file(data_dir, split, pattern)
-        out = out_dir / f"{split}.spacy"
-        info = C.conllu_to_docbins(src, {"gold": out}, limit=QUICK_LIMITS[split] if quick else 0)
-        if info.get("converted"):
-            print(f"  converted {src.name}: {info['docs']} docs, {info['tokens']} tokens", flush=True)
-        paths[split] = str(out)
-    return paths
 
 
 def fold_of(i: int, n_folds: int) -> int:

@@ -217,6 +217,22 @@ def _column_matrix(index: FeatureIndex, lists: CandidateLists):
     return numpy.cumsum(ptr), cols
 
 
+def _indicators(index: FeatureIndex, lists: CandidateLists):
+    """(ptr, cols, rows): each candidate's distinct in-index columns (phi_s in {0, 1}), CSR."""
+    ptr, cols = _column_matrix(index, lists)
+    rows = numpy.repeat(numpy.arange(len(lists)), numpy.diff(ptr))
+    V = len(index)
+    pairs = numpy.unique(rows.astype(numpy.int64) * (V + 1) + cols)
+    rows, cols = pairs // (V + 1), pairs % (V + 1)
+    return numpy.searchsorted(rows, numpy.arange(len(lists) + 1)), cols, rows
+
+
+def _useful(lists: CandidateLists, oracle: numpy.ndarray) -> List[int]:
+    """The sentences with something to learn: some candidate is worse than the oracle."""
+    return [i for i in range(lists.n_sentences)
+            if lists.loss[lists.offsets[i]:lists.offsets[i + 1]].max() > lists.loss[oracle[i]]]
+
+
 def _linear_scores(w: numpy.ndarray, ptr: numpy.ndarray, cols: numpy.ndarray) -> numpy.ndarray:
     """phi(z) . w for every candidate z (CSR rows)."""
     contrib = w[cols] if len(cols) else numpy.zeros((0,))
@@ -294,9 +310,7 @@ class PerceptronReranker(Reranker):
         ptr, cols = _column_matrix(self.index, train)
         base = train.relative_base() * self.scale
         oracle = train.oracle()
-        useful = [i for i in range(train.n_sentences)
-                  if train.offsets[i + 1] - train.offsets[i] > 1
-                  and train.loss[train.offsets[i]:train.offsets[i + 1]].max() > train.loss[oracle[i]]]
+        useful = _useful(train, oracle)
         options = [None] if self.base_weights is None else self.base_weights
         if dev is None:
             options = options[:1]
@@ -391,12 +405,7 @@ class BoostingReranker(Reranker):
     def fit(self, train, dev=None):
         self.index = FeatureIndex.fit(train, self.min_count)
         self.scale = _base_scale(train)
-        ptr, cols = _column_matrix(self.index, train)
-        # Indicators: each candidate's distinct columns.
-        rows = numpy.repeat(numpy.arange(len(train)), numpy.diff(ptr))
-        pairs = numpy.unique(rows.astype(numpy.int64) * (len(self.index) + 1) + cols)
-        rows, cols = pairs // (len(self.index) + 1), pairs % (len(self.index) + 1)
-        ptr = numpy.searchsorted(rows, numpy.arange(len(train) + 1))
+        ptr, cols, rows = _indicators(self.index, train)
         base = train.relative_base() * self.scale
         oracle = train.oracle()
         good, bad, share = [], [], []
@@ -445,11 +454,7 @@ class BoostingReranker(Reranker):
         history = []
         dev_base = dev_ptr = dev_cols = None
         if dev is not None:
-            dev_ptr, dev_cols = _column_matrix(self.index, dev)
-            dev_rows = numpy.repeat(numpy.arange(len(dev)), numpy.diff(dev_ptr))
-            dp = numpy.unique(dev_rows.astype(numpy.int64) * (V + 1) + dev_cols)
-            dev_rows, dev_cols = dp // (V + 1), dp % (V + 1)
-            dev_ptr = numpy.searchsorted(dev_rows, numpy.arange(len(dev) + 1))
+            dev_ptr, dev_cols, _ = _indicators(self.index, dev)
             dev_base = dev.relative_base() * self.scale
         best = (math.inf, 0)
         for t in range(1, self.rounds + 1):
@@ -501,12 +506,7 @@ class BoostingReranker(Reranker):
         return self
 
     def scores(self, lists):
-        ptr, cols = _column_matrix(self.index, lists)
-        rows = numpy.repeat(numpy.arange(len(lists)), numpy.diff(ptr))
-        V = len(self.index)
-        pairs = numpy.unique(rows.astype(numpy.int64) * (V + 1) + cols)
-        rows, cols = pairs // (V + 1), pairs % (V + 1)
-        ptr = numpy.searchsorted(rows, numpy.arange(len(lists) + 1))
+        ptr, cols, _ = _indicators(self.index, lists)
         return _linear_scores(self.w, ptr, cols) + self.w0 * self.scale * lists.relative_base()
 
     def to_dict(self):
@@ -609,12 +609,7 @@ class SVMReranker(Reranker):
         return self
 
     def scores(self, lists):
-        ptr, cols = _column_matrix(self.index, lists)
-        rows = numpy.repeat(numpy.arange(len(lists)), numpy.diff(ptr))
-        V = len(self.index)
-        pairs = numpy.unique(rows.astype(numpy.int64) * (V + 1) + cols)
-        rows, cols = pairs // (V + 1), pairs % (V + 1)
-        ptr = numpy.searchsorted(rows, numpy.arange(len(lists) + 1))
+        ptr, cols, _ = _indicators(self.index, lists)
         return _linear_scores(self.w, ptr, cols) + self.w0 * self.scale * lists.relative_base()
 
     def to_dict(self):
@@ -694,9 +689,7 @@ class DualReranker(Reranker):
         oracle = train.oracle()
         self.model = DualPerceptron(self._make_kernel(), prediction=self.prediction)
         rng = numpy.random.default_rng(self.seed)
-        useful = [i for i in range(train.n_sentences)
-                  if train.offsets[i + 1] - train.offsets[i] > 1
-                  and train.loss[train.offsets[i]:train.offsets[i + 1]].max() > train.loss[oracle[i]]]
+        useful = _useful(train, oracle)
         self.curve = []
         for epoch in range(self.epochs):
             mistakes = 0

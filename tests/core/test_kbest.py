@@ -5,30 +5,13 @@ import numpy
 import pytest
 
 from spacy_structperc._core import beam
-from spacy_structperc._core.arcstandard import ArcStandardSystem, ParseTemplates
-from spacy_structperc._core.weights import AveragedWeights
 from spacy_structperc.parser_model import parser_atoms, parser_templates
 
 from structperc_problems import TEMPLATE_SETS, make_system, random_atoms, randomize_reachable, reference_score
+from test_parser_core import make_system as _parser
+from test_parser_core import randomize as _randomize_parser
 
-PSPECS = parser_templates()
-PATOMS = parser_atoms(PSPECS)
-
-
-def _parser(n_labels=2):
-    weights = AveragedWeights(2 + 2 * n_labels, 1 << 12)
-    return weights, ArcStandardSystem(ParseTemplates(PSPECS, PATOMS), weights, n_labels, 0)
-
-
-def _randomize_parser(system, weights, rng, walks=30):
-    for _ in range(walks):
-        state = system.initial_state()
-        while not system.final(state):
-            for key in system.state_features(state).tolist():
-                for c in range(weights.n_classes):
-                    weights.add(key, c, float(rng.normal()))
-            valid = [a for a in range(system.n_actions) if system.is_valid_action(state, a)]
-            state = system.step(state, int(rng.choice(valid)))
+PATOMS = parser_atoms(parser_templates())
 
 
 def _all_derivations(system):
