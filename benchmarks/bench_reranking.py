@@ -20,7 +20,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as C  # noqa: E402
@@ -135,7 +135,8 @@ def feats_node(tags, labels):
     return hash_rows(numpy.stack([tags, labels], axis=1))
 
 
-def kbest_stage(paths: Dict[str, str], work: Path, n_folds: int, k: int, width: int) -> None:
+def kbest_stage(paths: Dict[str, str], work: Path, n_folds: int, k: int, width: int,
+                splits: Sequence[str] = ("train", "dev", "test")) -> None:
     """Cache the k-best lists: train sentences from the fold models, dev / test from the full one."""
     import numpy
     import spacy
@@ -150,6 +151,8 @@ def kbest_stage(paths: Dict[str, str], work: Path, n_folds: int, k: int, width: 
     jobs = [(f"train-fold{f}", f"fold{f}of{n_folds}", "train", f) for f in range(n_folds)]
     jobs += [("dev", "full", "dev", None), ("test", "full", "test", None)]
     for name, model, split, fold in jobs:
+        if split not in splits:
+            continue
         target = out_dir / f"{name}-k{k}-w{width}.npz"
         if target.exists():
             print(f"  kbest {name}: cached", flush=True)
@@ -267,6 +270,11 @@ def rerank_stage(paths: Dict[str, str], work: Path, n_folds: int, k_max: int, wi
         # Rows of the head(k) lists map back to the full lists' rows by sentence and rank.
         oracle_local = lists.oracle() - lists.offsets[:-1]
         add(f"oracle k={k}", _score_choice(nlp, gold["test"], test_raw, test_all.offsets[:-1] + oracle_local))
+    wide = work / "kbest" / "test-k32-w32.npz"
+    if wide.exists():   # made by: --only kbest --k 32 --width 32 --kbest-splits test
+        lists32, raw32 = _load_lists(work, "test", 32, 32)
+        add("1-best of the width-32 beam", _score_choice(nlp, gold["test"], raw32, lists32.first()))
+        add("oracle k=32", _score_choice(nlp, gold["test"], raw32, lists32.oracle()))
     save()
     curves = {}
     for k in ks:
@@ -398,6 +406,7 @@ def main(argv=None) -> int:
     p.add_argument("--rerank-k", default="8", help="list sizes the learners are trained on")
     p.add_argument("--results", type=Path, default=C.RESULTS_DIR / "reranking.json")
     p.add_argument("--pipeline-learner", default="boosting")
+    p.add_argument("--kbest-splits", default="train,dev,test")
     p.add_argument("--pipeline-rounds", type=int, default=1000)
     args = p.parse_args(argv)
     data_dir = args.data or C.default_data_dir(DATASET)
@@ -413,13 +422,13 @@ def main(argv=None) -> int:
     if "base" in only:
         train_base(paths, work, args.folds, overrides)
     if "kbest" in only:
-        kbest_stage(paths, work, args.folds, args.k, args.width)
+        kbest_stage(paths, work, args.folds, args.k, args.width, args.kbest_splits.split(","))
     if "pipeline" in only:
         pipeline_stage(paths, work, args.folds, args.k, args.width, args.pipeline_learner, 8,
                        args.results if not args.quick else args.results.with_name("reranking.quick.json"),
                        {"rounds": args.pipeline_rounds} if args.pipeline_learner == "boosting" else {})
     if "rerank" in only:
-        rerank_stage(paths, work, args.folds, args.k, args.width, args.learners.split(","),
+        rerank_stage(paths, work, args.folds, args.k, args.width, [x for x in args.learners.split(",") if x],
                      [int(x) for x in args.rerank_k.split(",")],
                      args.results if not args.quick else args.results.with_name("reranking.quick.json"),
                      args.quick)
