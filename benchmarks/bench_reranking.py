@@ -248,7 +248,8 @@ def rerank_stage(paths: Dict[str, str], work: Path, n_folds: int, k_max: int, wi
         # After every system, so a long learner cannot cost the rows of the others.
         new_settings = {r["setting"] for r in rows}
         details["load_avg_now"] = C.load_average()
-        C.save_results(results, "reranking", list(rows), details={"ud_en_ewt": dict(details)},
+        key = "ud_en_ewt" if learners else "ud_en_ewt base and oracle rows"
+        C.save_results(results, "reranking", list(rows), details={key: dict(details)},
                        replace=lambda r: r["setting"] in new_settings, errors={},
                        command=" ".join(["python"] + sys.argv), notes=NOTES)
 
