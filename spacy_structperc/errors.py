@@ -93,6 +93,20 @@ class Errors(metaclass=ErrorsWithCodes):
     # S200-S239: structperc_clauses (FR-Perceptron clause identifier, CoNLL-2001 reader, UD rule).
 
     # S240-S279: k-best reranking.
+    S240 = ("Unknown reranking learner '{learner}'. Set the reranker block's learner to one of "
+            "{options}.")
+    S241 = ("The '{learner}' reranker needs scikit-learn and scipy, which are not installed. "
+            "Install them with `pip install spacy-structperc[rerank]`, or choose the learner "
+            "'perceptron', 'boosting' or 'dual'.")
+    S242 = ("Unknown reranking kernel '{kernel}'. Set the reranker block's kernel to one of "
+            "{options}.")
+    S243 = ("The tree kernel needs each candidate's tree (heads and node labels), and these "
+            "candidate lists have none. Build them with trees (CandidateLists.build with 'heads' "
+            "and 'nodes'), or use the kernel 'linear' or 'poly'.")
+    S244 = ("Component '{name}': setting '{setting}' of the reranker block must be "
+            "{requirement}; got {value!r}.")
+    S245 = ("Component '{name}' has a reranker block, which reranks the beam's k-best list: set "
+            "decoder = \"beam\" (it is '{decoder}').")
 
     # S280-S299: the dual-form kernel perceptron (_core/kernel).
     S280 = ("Could not load the kernel perceptron: {reason}. The bytes are damaged or were not "

@@ -221,6 +221,7 @@ clusters = false
         "min_label_freq": 10,
         "min_feature_freq": 2,
         "root_label": "ROOT",
+        "reranker": None,
         "scorer": {"@scorers": "spacy.parser_scorer.v1"},
     },
     default_score_weights={"dep_uas": 0.5, "dep_las": 0.5, "dep_las_per_type": None,
@@ -229,7 +230,7 @@ clusters = false
 def make_parser(nlp: Language, name: str, model: ParserModel, decoder: str, lookahead_depth: int,
                 label_candidates: int, beam_width: int, update: str, margin: float,
                 min_label_freq: int, min_feature_freq: int, root_label: str,
-                scorer: Optional[Callable]) -> StructuredParser:
+                scorer: Optional[Callable], reranker: Optional[dict] = None) -> StructuredParser:
     """A labelled arc-standard dependency parser writing heads, labels and sentence boundaries.
 
     Boundaries already on the Doc are kept (each sentence is parsed on its own); otherwise the
@@ -249,11 +250,13 @@ def make_parser(nlp: Language, name: str, model: ParserModel, decoder: str, look
     min_feature_freq: updates touch only features seen this often along the gold derivations.
     root_label: the label of sentence roots.
     scorer: dep_uas, dep_las, dep_las_per_type and sents_p/r/f (spacy.parser_scorer.v1).
+    reranker: optional k-best reranking block (learner, k, kernel, folds, features; collins2001),
+        see the README's reranking section; null parses with the base model alone.
     """
     parser = StructuredParser(nlp.vocab, model, name, decoder=decoder, lookahead_depth=lookahead_depth,
                               label_candidates=label_candidates, beam_width=beam_width, update=update,
                               margin=margin, min_label_freq=min_label_freq,
                               min_feature_freq=min_feature_freq, root_label=root_label,
-                              scorer=scorer)
+                              scorer=scorer, reranker=reranker)
     parser._bind_language(nlp)
     return parser

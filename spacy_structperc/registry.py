@@ -116,6 +116,17 @@ def build_parser_perceptron(features: List[dict], n_buckets: int = 1 << 21) -> P
     return ParserModel(features, n_buckets)
 
 
+@registry.misc("spacy-structperc.rerank_features.v1")
+def rerank_features(arcs: bool = True, grandparent: bool = True, siblings: bool = True,
+                    children: bool = True, coordination: bool = True, paths: bool = True,
+                    spans: bool = True, valency: bool = True) -> List[str]:
+    """The global tree-feature groups of a parser's reranker (see rerank_features.py): for the
+    `features` setting of the parser's `reranker` block."""
+    on = dict(arcs=arcs, grandparent=grandparent, siblings=siblings, children=children,
+              coordination=coordination, paths=paths, spans=spans, valency=valency)
+    return [g for g, v in on.items() if v]
+
+
 @registry.misc("spacy-structperc.parser_features.v1")
 def parser_features(word: str = "lower", third_order: bool = True, valency: bool = True,
                     distance: bool = True, queue: int = 3, clusters: bool = False) -> List[dict]:

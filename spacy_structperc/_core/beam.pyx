@@ -192,6 +192,29 @@ cdef class BeamSearch:
                          bool(self.item_gold[t * self.width])))
         return rows
 
+    def complete(self, int k):
+        """Up to k complete hypotheses of the final beam, best first: a list of (score, actions).
+
+        Every hypothesis takes the same number of steps, so the final beam holds complete ones
+        only; it holds at most `width` of them (fewer when fewer derivations exist). Nothing is
+        returned when the search stopped early (no valid action). Derivations are distinct, but
+        two of them may build the same structure; see kbest() for distinct outputs.
+        """
+        cdef int t = self.steps_done - 1, i, n
+        if self.n_steps == 0:
+            return [(0.0, numpy.zeros((0,), dtype=numpy.int32))]
+        if self.steps_done < self.n_steps or k < 1:
+            return []
+        n = min(k, self.beam_size[t])
+        out = []
+        cdef int[::1] o
+        for i in range(n):
+            path = numpy.zeros((self.steps_done,), dtype=numpy.int32)
+            o = path
+            self.backtrack(t, i, &o[0])
+            out.append((self.item_score[t * self.width + i], path))
+        return out
+
 
 def decode(TransitionSystem system, int width):
     """The best complete derivation found by beam search of the given width."""
@@ -277,3 +300,36 @@ def train(TransitionSystem system, int width, str method="max-violation"):
     result["updated"] = True
     system.update_with_paths(gold_prefix, best_prefix)
     return result
+
+
+
+def kbest(TransitionSystem system, int width, int k, key=None):
+    """The k best distinct complete analyses found by beam search of the given width.
+
+    Returns a list of (score, actions), best first (ties in beam order), at most
+    min(k, width) long: the final beam is the only source, so k larger than the beam gives at
+    most `width` analyses (widen the beam for more). `key(actions)` maps a derivation to the
+    structure it builds (e.g. a parser's (heads, labels) as bytes); derivations with an equal key
+    are one analysis, scored by the best of them. The first entry is `decode`'s 1-best. An empty
+    input has exactly one analysis, the empty one, scored 0. Raises ValueError if the search found
+    no complete analysis.
+    """
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    cdef BeamSearch beam = BeamSearch(system, width)
+    beam.run(False)
+    found = beam.complete(width)
+    if not found:
+        raise ValueError("beam search found no complete analysis under the constraints")
+    if key is None:
+        return found[:k]
+    out, seen = [], set()
+    for score, path in found:
+        h = key(path)
+        if h in seen:
+            continue
+        seen.add(h)
+        out.append((score, path))
+        if len(out) == k:
+            break
+    return out

@@ -23,10 +23,12 @@ reference's tags, so a parser trained alone on a corpus with gold tags works; pu
 it (and in `[training] annotating_components`) to train on predicted tags, as configs/parser.cfg
 does.
 """
+import zlib
 from collections import Counter
-from typing import Dict, Iterable, List, Optional, Tuple, cast
+from typing import Any, Dict, Iterable, List, Optional, Tuple, cast
 
 import numpy
+import srsly
 from spacy.attrs import DEP, HEAD
 from spacy.tokens import Doc
 from spacy.training import Example, validate_examples
@@ -35,7 +37,10 @@ from thinc.types import Ints2d
 
 from .._core import beam, lookahead
 from .._core.arcstandard import ArcStandardSystem
+from .._core.weights import AveragedWeights
 from ..errors import Errors
+from ..rerank_features import GROUPS, TreeFeatures
+from ..reranking import KERNELS, LEARNERS, CandidateLists, make_reranker, reranker_from_dict
 from ..parser_model import ParserModel
 from .base import PerceptronPipe
 from .nonproj import deprojectivize, is_decorated, projective_gold, undecorated
@@ -45,6 +50,40 @@ DECODERS = ("greedy", "beam")
 SHIFT_ACTION, BREAK_ACTION = 0, 1   # _core/arcstandard.pyx
 PARSE_WINDOW = 1000   # tokens bound at once in a Doc without sentence boundaries
 BACKOFF_LABEL = "dep"
+RERANKER_DEFAULTS = {"learner": "perceptron", "k": 8, "kernel": "poly", "folds": 4,
+                     "features": list(GROUPS), "settings": {}}
+
+
+def _reranker_block(name: str, decoder: str, block: Optional[dict]) -> Optional[dict]:
+    """The reranker block with its defaults filled in, validated (S240, S242, S244, S245)."""
+    if block is None:
+        return None
+    if not isinstance(block, dict):
+        raise ValueError(Errors.S244.format(name=name, setting="reranker", value=block,
+                                            requirement="a block (dict) or null"))
+    unknown = sorted(set(block) - set(RERANKER_DEFAULTS))
+    if unknown:
+        raise ValueError(Errors.S244.format(name=name, setting="reranker", value=unknown,
+                                            requirement=f"made of the settings {sorted(RERANKER_DEFAULTS)}"))
+    out = {**RERANKER_DEFAULTS, **block}
+    out["features"] = list(out["features"])
+    out["settings"] = dict(out["settings"] or {})
+    if out["learner"] not in LEARNERS:
+        raise ValueError(Errors.S240.format(learner=out["learner"], options=list(LEARNERS)))
+    if out["kernel"] not in KERNELS:
+        raise ValueError(Errors.S242.format(kernel=out["kernel"], options=list(KERNELS)))
+    for setting, low in (("k", 2), ("folds", 2)):
+        v = out[setting]
+        if not isinstance(v, int) or isinstance(v, bool) or v < low:
+            raise ValueError(Errors.S244.format(name=name, setting=setting, value=v,
+                                                requirement=f"an integer >= {low}"))
+    bad = [g for g in out["features"] if g not in GROUPS]
+    if bad:
+        raise ValueError(Errors.S244.format(name=name, setting="features", value=bad,
+                                            requirement=f"feature groups among {list(GROUPS)}"))
+    if decoder != "beam":
+        raise ValueError(Errors.S245.format(name=name, decoder=decoder))
+    return out
 
 
 class StructuredParser(PerceptronPipe):
@@ -62,7 +101,7 @@ class StructuredParser(PerceptronPipe):
                  decoder: str = "greedy", lookahead_depth: int = 0, label_candidates: int = 1,
                  beam_width: int = 8, update: str = "max-violation", margin: float = 0.0,
                  min_label_freq: int = 10, min_feature_freq: int = 2, root_label: str = "ROOT",
-                 scorer=None):
+                 scorer=None, reranker: Optional[dict] = None):
         _choice(name, "decoder", decoder, DECODERS)
         _choice(name, "update", update, beam.UPDATE_METHODS)
         for setting, value, low in (("lookahead_depth", lookahead_depth, 0), ("beam_width", beam_width, 1),
@@ -77,11 +116,13 @@ class StructuredParser(PerceptronPipe):
         if not isinstance(root_label, str) or not root_label:
             raise ValueError(Errors.S012.format(setting="root_label", name=name, value=root_label,
                                                 requirement="a non-empty string"))
+        reranker = _reranker_block(name, decoder, reranker)
         super().__init__(vocab, model, name, scorer=scorer, decoder=decoder,
                          lookahead_depth=lookahead_depth, label_candidates=label_candidates,
                          beam_width=beam_width, update=update, margin=float(margin),
                          min_label_freq=min_label_freq, min_feature_freq=min_feature_freq,
-                         root_label=root_label)
+                         root_label=root_label, reranker=reranker)
+        self._reset_reranker()
         self._labels_changed()
 
     # Labels ------------------------------------------------------------------------------------
@@ -237,7 +278,15 @@ class StructuredParser(PerceptronPipe):
             if n:
                 atoms = self.model.atoms(doc, self.name)
                 spans, allow_break = self._spans(doc)
-                for start, end in spans:
+                if self.reranker is not None:
+                    chosen = self._rerank_doc(doc, atoms, spans, allow_break)
+                for s, (start, end) in enumerate(spans):
+                    if self.reranker is not None:
+                        h, c = chosen[s]
+                        attached = h >= 0
+                        heads[start:end][attached] = h[attached] + start
+                        classes[start:end][attached] = c[attached]
+                        continue
                     if allow_break:
                         self._parse_in_windows(system, atoms, start, end, heads, classes)
                         continue
@@ -277,6 +326,199 @@ class StructuredParser(PerceptronPipe):
             heads[s:s + keep][attached] = h[attached] + s
             classes[s:s + keep][attached] = l[attached]
             s += keep
+
+    def kbest(self, doc: Doc, k: int, width: Optional[int] = None):
+        """The k best distinct parses of each span of `doc` (see `_spans`) by beam search of
+        width max(k, beam_width) (or `width`): a list of (start, end, candidates), each
+        candidate (score, heads, classes) with heads relative to the span (-1 for a root) and
+        classes as in `predict`. The first candidate is the beam's 1-best. An empty doc has no
+        spans."""
+        self.begin_predict()
+        system = self.system
+        width = max(k, self.cfg["beam_width"]) if width is None else width
+        out = []
+        if not len(doc):
+            return out
+        atoms = self.model.atoms(doc)
+        spans, allow_break = self._spans(doc)
+        root_class = len(self.cfg["labels"])
+        tree_key = lambda path: b"".join(x.tobytes() for x in system.run(path))
+        for start, end in spans:
+            out.append((start, end, self._span_kbest(system, atoms[start:end], allow_break, k, width)))
+        return out
+
+    def _span_kbest(self, system: ArcStandardSystem, atoms, allow_break: bool, k: int, width: int):
+        system.set_sentence(atoms, allow_break=allow_break)
+        root_class = len(self.cfg["labels"])
+        tree_key = lambda path: b"".join(x.tobytes() for x in system.run(path))
+        cands = []
+        for score, path in beam.kbest(system, width, k, key=tree_key):
+            h, l = system.run(path)
+            classes = numpy.where(h >= 0, l, root_class).astype(numpy.int64)
+            cands.append((float(score), h.astype(numpy.int64), classes))
+        return cands
+
+    # Reranking ---------------------------------------------------------------------------------
+    # With a `reranker` block, training also keeps `folds` fold models: fold f's weights are
+    # updated on every example outside fold f (an example's fold is a checksum of its text), and
+    # the candidates of an example come from its own fold's model, which never saw it
+    # (jackknifing, Collins 2000). The latest lists of every training example are kept; the
+    # reranker is (re)trained on them whenever they changed and the parser is asked to predict or
+    # save, so `spacy train`'s evaluations and saved pipelines use an up-to-date reranker.
+
+    @property
+    def reranker(self) -> Optional[dict]:
+        return self.cfg.get("reranker")
+
+    def _reset_reranker(self) -> None:
+        self._reranker_model = None
+        self._fold_weights: List[AveragedWeights] = []
+        self._fold_systems: List[ArcStandardSystem] = []
+        self._fold_seen: List[set] = []
+        self._rerank_store: Dict[int, list] = {}
+        self._store_version = 0
+        self._fit_version = 0
+        self._tree_features = TreeFeatures(self.reranker["features"]) if self.reranker else None
+
+    def fold_of(self, doc: Doc) -> int:
+        """The jackknife fold of a training doc: a checksum of its text, modulo `folds`."""
+        return zlib.crc32(doc.text.encode("utf8")) % self.reranker["folds"]
+
+    def _fold_system(self, f: int) -> ArcStandardSystem:
+        weights = self.model.weights
+        if len(self._fold_weights) != self.reranker["folds"] or \
+                self._fold_weights[0].n_classes != weights.n_classes:
+            self._fold_weights = [AveragedWeights(weights.n_classes, 1 << 16)
+                                  for _ in range(self.reranker["folds"])]
+            self._fold_systems = []
+            self._fold_seen = [set() for _ in range(self.reranker["folds"])]
+        if not self._fold_systems:
+            for w in self._fold_weights:
+                system = ArcStandardSystem(self.model.templates, w, len(self.cfg["labels"]),
+                                           self.cfg["label_candidates"])
+                system.set_allowed_keys(self.model.allowed_keys)
+                self._fold_systems.append(system)
+        return self._fold_systems[f]
+
+    def _candidate_dicts(self, doc: Doc, start: int, end: int, cands, gold_heads=None, gold_labels=None):
+        words = doc.to_array("LOWER")[start:end].astype(numpy.uint64)
+        tags = doc.to_array("TAG")[start:end].astype(numpy.uint64)
+        out = []
+        for score, h, c in cands:
+            labels = self._label_values[c]
+            d = {"base": score, "keys": self._tree_features(words, tags, h, labels), "heads": h,
+                 "nodes": _node_labels(tags, labels)}
+            if gold_heads is not None:
+                known = gold_heads > -2
+                gh = numpy.where(gold_heads == -1, -1, gold_heads)
+                wrong_head = (h != gh) & known
+                wrong_label = wrong_head | ((c != gold_labels) & (gold_labels >= 0) & (h >= 0))
+                d["loss"] = float(wrong_head.sum() + (wrong_label & known).sum())
+            out.append(d)
+        return out
+
+    def _collect_candidates(self, eg: Example, doc_for_features: Doc, atoms, spans, allow_break,
+                            heads, deps) -> None:
+        """Jackknifed training lists of one example; updates the fold models outside its fold."""
+        f = self.fold_of(eg.predicted)
+        key = zlib.crc32(eg.predicted.text.encode("utf8")) * 1000003 + len(eg.predicted)
+        width = max(self.reranker["k"], self.cfg["beam_width"])
+        lists = []
+        for start, end in spans:
+            gold_heads, gold_labels = self._gold(eg, start, end, heads, deps)
+            if not (gold_heads > -2).any():
+                continue
+            for g in range(self.reranker["folds"]):
+                system = self._fold_system(g)
+                if g == f:
+                    continue
+                system.set_sentence(atoms[start:end], gold_heads, gold_labels, allow_break)
+                if system.oracle_path() is not None:
+                    beam.train(system, self.cfg["beam_width"], self.cfg["update"])
+                self._fold_seen[g].add(key)
+            own = self._fold_system(f)
+            own.weights.set_use_averages(False)
+            cands = self._span_kbest(own, atoms[start:end], allow_break, self.reranker["k"], width)
+            lists.append(self._candidate_dicts(doc_for_features, start, end, cands, gold_heads, gold_labels))
+        for w in self._fold_weights:
+            w.next_example()
+        if lists:
+            for i, cands in enumerate(lists):
+                self._rerank_store[key * 131 + i] = cands
+            self._store_version += 1
+
+    def _fit_reranker_if_stale(self) -> None:
+        if self.reranker is None or self._fit_version == self._store_version or not self._rerank_store:
+            return
+        block = self.reranker
+        settings = dict(block["settings"])
+        if block["learner"] == "dual":
+            settings.setdefault("kernel", block["kernel"])
+        lists = CandidateLists.build(self._rerank_store[k] for k in sorted(self._rerank_store))
+        self._reranker_model = make_reranker(block["learner"], **settings).fit(lists)
+        self._fit_version = self._store_version
+
+    def _rerank_doc(self, doc: Doc, atoms, spans, allow_break):
+        """Per span, the (heads, classes) of the reranker's choice among the k-best (the beam's
+        1-best while no reranker is trained)."""
+        self._fit_reranker_if_stale()
+        system = self.system
+        k = self.reranker["k"]
+        width = max(k, self.cfg["beam_width"])
+        all_cands = [self._span_kbest(system, atoms[a:b], allow_break, k, width) for a, b in spans]
+        if self._reranker_model is None:
+            return [(c[0][1], c[0][2]) for c in all_cands]
+        lists = CandidateLists.build(self._candidate_dicts(doc, a, b, c)
+                                     for (a, b), c in zip(spans, all_cands))
+        rows = self._reranker_model.choose(lists)
+        out = []
+        for i, c in enumerate(all_cands):
+            _, h, cl = c[int(rows[i] - lists.offsets[i])]
+            out.append((h, cl))
+        return out
+
+    def _reranker_bytes(self) -> bytes:
+        self._fit_reranker_if_stale()
+        if self._reranker_model is None:
+            return b""
+        return srsly.msgpack_dumps(self._reranker_model.to_dict())
+
+    def _load_reranker_bytes(self, data: bytes) -> None:
+        self._reranker_model = reranker_from_dict(srsly.msgpack_loads(data)) if data else None
+        self._fit_version = self._store_version
+
+    def to_bytes(self, *, exclude=tuple()) -> bytes:
+        data = srsly.msgpack_loads(super().to_bytes(exclude=exclude))
+        if "reranker" not in exclude:
+            data["reranker"] = self._reranker_bytes()
+        return srsly.msgpack_dumps(data)
+
+    def from_bytes(self, bytes_data: bytes, *, exclude=tuple()):
+        super().from_bytes(bytes_data, exclude=exclude)
+        self._reset_reranker()
+        msg = srsly.msgpack_loads(bytes_data)
+        if "reranker" not in exclude and msg.get("reranker"):
+            self._load_reranker_bytes(msg["reranker"])
+        return self
+
+    def to_disk(self, path, *, exclude=tuple()) -> None:
+        from spacy import util
+        super().to_disk(path, exclude=exclude)
+        if "reranker" not in exclude:
+            (util.ensure_path(path) / "reranker").write_bytes(self._reranker_bytes())
+
+    def from_disk(self, path, *, exclude=tuple()):
+        from spacy import util
+        super().from_disk(path, exclude=exclude)
+        self._reset_reranker()
+        f = util.ensure_path(path) / "reranker"
+        if "reranker" not in exclude and f.exists():
+            self._load_reranker_bytes(f.read_bytes())
+        return self
+
+    def __reduce__(self):
+        fn, args = super().__reduce__()
+        return (_unpickle_parser, (fn, args, self._reranker_bytes()))
 
     def set_annotations(self, docs: Iterable[Doc], predictions) -> None:
         for doc, (heads, classes) in zip(docs, predictions):
@@ -395,6 +637,9 @@ class StructuredParser(PerceptronPipe):
                                                              self.cfg["margin"])
                         mistakes += errors
                         n_updates += updates
+                if self.reranker is not None:
+                    feat_doc = doc if doc.has_annotation("TAG") or not self.same_tokens(eg) else eg.reference
+                    self._collect_candidates(eg, feat_doc, atoms, spans, allow_break, heads, deps)
             weights.next_example()
         losses[self.name] += mistakes
         losses[f"{self.name}_updates"] = losses.get(f"{self.name}_updates", 0.0) + n_updates
@@ -403,3 +648,15 @@ class StructuredParser(PerceptronPipe):
             if self.cfg["update"] in ("standard", "hybrid"):
                 losses[f"{self.name}_invalid_updates"] = losses.get(f"{self.name}_invalid_updates", 0.0) + n_invalid
         return losses
+
+
+def _node_labels(tags: numpy.ndarray, labels: numpy.ndarray) -> numpy.ndarray:
+    """Tree-kernel node labels: the tag and the arc label of each node, hashed together."""
+    from ..rerank_features import hash_rows
+    return hash_rows(numpy.stack([tags.astype(numpy.uint64), labels.astype(numpy.uint64)], axis=1))
+
+
+def _unpickle_parser(fn, args, reranker_bytes):
+    pipe = fn(*args)
+    pipe._load_reranker_bytes(reranker_bytes)
+    return pipe

@@ -177,6 +177,19 @@ class SequenceLabeller(PerceptronPipe):
             out.append(classes)
         return out
 
+    def kbest(self, doc: Doc, k: int, width: Optional[int] = None) -> List:
+        """The k best distinct label sequences of `doc` by beam search of width max(k,
+        beam_width) (or `width`), best first: a list of (score, class ids in text order). The
+        first is the beam's 1-best; an empty doc has one empty sequence."""
+        self.begin_predict()
+        if len(doc) == 0:
+            return [(0.0, numpy.zeros((0,), dtype=numpy.int32))]
+        width = max(k, self.cfg["beam_width"]) if width is None else width
+        self._bind(doc)
+        rtl = self.cfg.get("direction", "ltr") == "rtl"
+        return [(float(score), path[::-1].copy() if rtl else path)
+                for score, path in beam.kbest(self.system, width, k)]
+
     # Training ----------------------------------------------------------------------------------
 
     def update(self, examples: Iterable[Example], *, drop: float = 0.0, sgd=None,

@@ -1,0 +1,89 @@
+"""structperc_parser with a reranker block: jackknifed training lists, transparent reranking,
+serialization with the reranker, bad blocks."""
+import pickle
+import zlib
+
+import numpy
+import pytest
+import spacy
+from spacy.tokens import Doc
+
+from test_parser import TEST_WORDS, TRAIN_DATA, examples, parse_of, tagged
+
+BLOCK = {"learner": "perceptron", "k": 4, "folds": 2, "settings": {"epochs": 3}}
+
+
+def make(block=BLOCK, decoder="beam"):
+    nlp = spacy.blank("en")
+    parser = nlp.add_pipe("structperc_parser", config={
+        "min_label_freq": 1, "min_feature_freq": 1, "decoder": decoder, "beam_width": 4,
+        "reranker": block})
+    return nlp, parser
+
+
+def trained(block=BLOCK, epochs=6):
+    nlp, parser = make(block)
+    egs = examples(nlp)
+    nlp.initialize(lambda: egs)
+    for _ in range(epochs):
+        parser.update(egs)
+    return nlp, parser, egs
+
+
+def test_jackknifing_never_shows_a_fold_model_its_own_fold():
+    nlp, parser, egs = trained(epochs=2)
+    folds = parser.reranker["folds"]
+    keys = {zlib.crc32(eg.predicted.text.encode("utf8")) * 1000003 + len(eg.predicted): parser.fold_of(eg.predicted)
+            for eg in egs}
+    assert len(set(keys.values())) == folds, "the test data should fill every fold"
+    for f in range(folds):
+        seen = parser._fold_seen[f]
+        assert all(keys[k] != f for k in seen)
+        assert {k for k, g in keys.items() if g != f} == seen
+
+
+def test_reranked_prediction_is_a_kbest_candidate_and_survives_save_and_reload(tmp_path):
+    nlp, parser, _ = trained()
+    docs = [nlp(tagged(nlp, words)) for words in TEST_WORDS]
+    parser._fit_reranker_if_stale()
+    assert parser._reranker_model is not None
+    for doc in docs:
+        cands = parser.kbest(tagged(nlp, [t.text for t in doc]), parser.reranker["k"])
+        (_, _, lst), = cands
+        got = numpy.array([t.head.i if t.head.i != t.i else -1 for t in doc])
+        assert any(numpy.array_equal(got, h) for _, h, _ in lst)
+    before = [parse_of(d) for d in docs]
+    nlp2, parser2 = make()
+    parser2.from_bytes(parser.to_bytes())
+    assert parser2._reranker_model is not None
+    assert [parse_of(nlp2(tagged(nlp2, w))) for w in TEST_WORDS] == before
+    nlp.to_disk(tmp_path / "m")
+    nlp3 = spacy.load(tmp_path / "m")
+    assert [parse_of(nlp3(tagged(nlp3, w))) for w in TEST_WORDS] == before
+    nlp4 = pickle.loads(pickle.dumps(nlp))
+    assert [parse_of(nlp4(tagged(nlp4, w))) for w in TEST_WORDS] == before
+
+
+def test_reranker_follows_the_dual_tree_kernel_too():
+    nlp, parser, _ = trained({"learner": "dual", "kernel": "tree", "k": 4, "folds": 2}, epochs=3)
+    doc = nlp(tagged(nlp, TEST_WORDS[0]))
+    assert parser._reranker_model.kernel_name == "tree"
+    nlp2, parser2 = make({"learner": "dual", "kernel": "tree", "k": 4, "folds": 2})
+    parser2.from_bytes(parser.to_bytes())
+    assert parse_of(nlp2(tagged(nlp2, TEST_WORDS[0]))) == parse_of(doc)
+
+
+def test_empty_doc_and_one_word_doc_with_a_reranker():
+    nlp, parser, _ = trained(epochs=2)
+    assert len(nlp(Doc(nlp.vocab, words=[]))) == 0
+    doc = nlp(tagged(nlp, ["Hello"]))
+    assert doc[0].head.i == 0
+
+
+@pytest.mark.parametrize("block,decoder,code", [
+    ({"learner": "maxent"}, "beam", "S240"), ({"learner": "dual", "kernel": "rbf"}, "beam", "S242"),
+    ({"k": 1}, "beam", "S244"), ({"folds": 1}, "beam", "S244"), ({"features": ["words"]}, "beam", "S244"),
+    ({"learnr": "perceptron"}, "beam", "S244"), ({}, "greedy", "S245")])
+def test_bad_reranker_blocks_are_coded_errors(block, decoder, code):
+    with pytest.raises(ValueError, match=code):
+        make(block, decoder)
