@@ -216,11 +216,12 @@ def train_distributed(config_path, output, *, overrides: Optional[Dict[str, Any]
                       client=None, n_shards: Optional[int] = None, mixing: str = "uniform",
                       shard_dir: Optional[str] = None, epochs: Optional[int] = None,
                       simulate: bool = False, printer: Optional[Callable[[str], None]] = print,
-                      on_epoch: Optional[Callable[[Dict[str, Any]], None]] = None) -> Dict[str, Any]:
+                      on_epoch: Optional[Callable[[Dict[str, Any], Any], None]] = None) -> Dict[str, Any]:
     """Train the pipeline of `config_path` by iterative parameter mixing; save `model-best` and
     `model-last` under `output`. With `client`, shards train on its cluster (one shard per worker
     unless `n_shards`); with `simulate`, all shards train in this process one after another.
-    Returns the log (also written to `output/ipm_log.json`)."""
+    `on_epoch(row, nlp)` is called after every epoch's mix and evaluation. Returns the log (also
+    written to `output/ipm_log.json`)."""
     from spacy import util
     from spacy.schemas import ConfigSchemaTraining
     from spacy.training.initialize import init_nlp
@@ -299,7 +300,7 @@ def train_distributed(config_path, output, *, overrides: Optional[Dict[str, Any]
                          *_score_row(scores, score_keys), f"{score:.2f}"]
                 printer("  ".join(f"{c:>12}" for c in cells))
             if on_epoch is not None:
-                on_epoch(row)
+                on_epoch(row, nlp)
         before_to_disk(nlp).to_disk(output / "model-last")
     finally:
         executor.close()
