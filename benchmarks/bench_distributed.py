@@ -140,6 +140,21 @@ def prepare(data_dir: Path, work: Path, quick: bool) -> Dict[str, Path]:
     return paths
 
 
+def _child(fn: str, kwargs: Dict[str, Any], log_path: Path) -> Dict[str, Any]:
+    """run_child, reusing the result of an earlier run with the same inputs (--reuse), so an
+    interrupted benchmark resumes where it stopped."""
+    base = log_path.with_suffix("")
+    in_json, out_json = Path(str(base) + ".in.json"), Path(str(base) + ".out.json")
+    if REUSE and out_json.exists() and in_json.exists() and \
+            json.loads(in_json.read_text()) == json.loads(json.dumps(kwargs, default=str)):
+        print(f"   reusing {out_json}", flush=True)
+        return json.loads(out_json.read_text())
+    return C.run_child(Path(__file__), fn, kwargs, log_path=log_path)
+
+
+REUSE = False
+
+
 def run_accuracy(args, paths, work, rows, details, errors):
     for comp in args.components:
         epochs = args.epochs[comp]
@@ -149,10 +164,10 @@ def run_accuracy(args, paths, work, rows, details, errors):
             key = f"accuracy:{comp}:{shards}"
             print(f"== {key}: {n_epochs} epochs", flush=True)
             try:
-                res = C.run_child(Path(__file__), "child_accuracy", dict(
+                res = _child("child_accuracy", dict(
                     config=str(C.REPO_ROOT / "configs" / CONFIGS[comp]), train=str(paths["train"]),
                     dev=str(paths["dev"]), test=str(paths["test"]), output=str(work / "runs" / key.replace(":", "-")),
-                    shards=shards, epochs=n_epochs), log_path=work / "logs" / f"{key.replace(':', '-')}.log")
+                    shards=shards, epochs=n_epochs), work / "logs" / f"{key.replace(':', '-')}.log")
             except Exception as e:  # keep the other runs
                 errors[key] = str(e)[-2000:]
                 print(errors[key])
@@ -178,10 +193,10 @@ def run_timing(args, paths, work, rows, details, errors):
             key = f"timing:{comp}:{workers}"
             print(f"== {key}", flush=True)
             try:
-                res = C.run_child(Path(__file__), "child_timing", dict(
+                res = _child("child_timing", dict(
                     config=str(C.REPO_ROOT / "configs" / CONFIGS[comp]), train=str(paths["train"]),
                     dev=str(paths["dev"]), output=str(work / "runs" / key.replace(":", "-")), workers=workers,
-                    epochs=args.timing_epochs), log_path=work / "logs" / f"{key.replace(':', '-')}.log")
+                    epochs=args.timing_epochs), work / "logs" / f"{key.replace(':', '-')}.log")
             except Exception as e:
                 errors[key] = str(e)[-2000:]
                 print(errors[key])
@@ -217,7 +232,7 @@ def run_annotate(args, paths, work, rows, details, errors):
         if fn == "child_annotate":
             kwargs["output"] = str(work / "annotated" / f"w{extra['workers']}")
         try:
-            res = C.run_child(Path(__file__), fn, kwargs, log_path=work / "logs" / f"annotate-{C.slug(setting)}.log")
+            res = _child(fn, kwargs, log_path=work / "logs" / f"annotate-{C.slug(setting)}.log")
         except Exception as e:
             errors[key] = str(e)[-2000:]
             print(errors[key])
@@ -280,10 +295,13 @@ def main() -> None:
     parser.add_argument("--timing-epochs", type=int, default=3)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--plots-only", action="store_true")
+    parser.add_argument("--reuse", action="store_true", help="reuse child results with the same inputs")
     args = parser.parse_args()
     if args.plots_only:
         plot(C.load_results(RESULTS))
         return
+    global REUSE
+    REUSE = args.reuse
     args.components = [c for c in args.components.split(",") if c]
     args.epochs = {"tagger": args.tagger_epochs, "parser": args.parser_epochs}
     args.shards = {"tagger": _ints(args.tagger_shards), "parser": _ints(args.parser_shards)}
@@ -298,12 +316,14 @@ def main() -> None:
     errors: Dict[str, str] = {}
     parts = args.parts.split(",")
     load_before = C.load_average()
-    if "accuracy" in parts:
-        run_accuracy(args, paths, args.work, rows, details, errors)
-    if "timing" in parts:
-        run_timing(args, paths, args.work, rows, details, errors)
-    if "annotate" in parts:
-        run_annotate(args, paths, args.work, rows, details, errors)
+    for part, fn in (("accuracy", run_accuracy), ("timing", run_timing), ("annotate", run_annotate)):
+        if part in parts:
+            fn(args, paths, args.work, rows, details, errors)
+            save(args, rows, details, errors, load_before)   # a later part's failure loses nothing
+    plot(C.load_results(RESULTS))
+
+
+def save(args, rows, details, errors, load_before) -> None:
     done = {(r["system"], r["setting"], r["dataset"]) for r in rows}
     C.save_results(RESULTS, COMPONENT, rows, details, replace=lambda r: (r["system"], r["setting"], r["dataset"]) in done,
                    errors=errors, command=" ".join(sys.argv), quick=args.quick,
@@ -311,7 +331,6 @@ def main() -> None:
                    notes=("Accuracy: shards trained in turn in one process (the same mix as on S workers). "
                           "Timing: LocalCluster, one single-threaded worker process per shard, on a shared "
                           "2-core machine: see load averages in details."))
-    plot(C.load_results(RESULTS))
 
 
 if __name__ == "__main__":
