@@ -105,6 +105,12 @@ def child_pipe(pipeline: str, texts_path: str, n_process: int) -> Dict[str, Any]
             "load_average": C.load_average()}
 
 
+def _warm(pipeline: str) -> None:
+    from spacy_structperc.distributed.annotate import _pipeline
+
+    _pipeline(pipeline)   # returns nothing: the pipeline stays on the worker
+
+
 def child_annotate(pipeline: str, texts_path: str, output: str, workers: int) -> Dict[str, Any]:
     import shutil
 
@@ -115,7 +121,7 @@ def child_annotate(pipeline: str, texts_path: str, output: str, workers: int) ->
     with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
         with Client(cluster) as client:
             # Load the pipeline on every worker first: the figure is the steady throughput.
-            client.run(lambda: __import__("spacy_structperc.distributed.annotate", fromlist=["_pipeline"])._pipeline(pipeline))
+            client.run(_warm, pipeline)
             shutil.rmtree(output, ignore_errors=True)
             summary = annotate(pipeline, texts_path, output, client=client, partition_size=500, progress=False)
     summary["load_average"] = C.load_average()
