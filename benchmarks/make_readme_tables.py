@@ -43,6 +43,10 @@ METRICS: Dict[str, Tuple[str, Any]] = {
     "train_seconds": ("train (s)", lambda v: f"{v:,.0f}"),
     "predict_wps": ("words/s", lambda v: f"{v:,.0f}"),
     "peak_rss_mb": ("peak RSS (MB)", lambda v: f"{v:,.0f}"),
+    # bench_distributed.py
+    "seconds_per_epoch": ("s / epoch", lambda v: f"{v:,.1f}"),
+    "speedup": ("speed-up", lambda v: f"{v:.2f}x"),
+    "worker_peak_rss_mb": ("worker peak RSS (MB)", lambda v: f"{v:,.0f}"),
 }
 
 

@@ -134,6 +134,27 @@ class Errors(metaclass=ErrorsWithCodes):
             "({setting}). A trained pipeline never needs the extra: the tables are saved in it.")
 
     # S340-S379: distributed training and annotation (Dask).
+    S340 = ("`{command}` needs Dask (dask.distributed), which is not installed. Install the "
+            "optional extra: pip install 'spacy-structperc[dask]'.")
+    S341 = ("Component '{name}' ({kind}) is trainable but is not a structured-perceptron component, "
+            "so its weights cannot be mixed by train-distributed. Add it to [training] "
+            "frozen_components, or train it with spacy train.")
+    S342 = ("train-distributed found no structured-perceptron component to train in the pipeline "
+            "{pipeline} (frozen: {frozen}). Add one to the config, or unfreeze it.")
+    S343 = ("train-distributed cannot cut {n_examples} training example(s) into {n_shards} shards: "
+            "every shard needs at least one. Use fewer shards (--shards, --workers) or more data.")
+    S344 = ("A worker could not read the training shard '{url}' ({reason}). Shards must be at a "
+            "path every worker can reach: pass --shard-dir with a shared folder or an fsspec URL.")
+    S345 = "Unknown mixing '{value}' for train-distributed: expected one of {options}."
+    S346 = ("train-distributed needs a positive number of epochs; got {value}. Set [training] "
+            "max_epochs in the config or pass --epochs.")
+    S347 = ("annotate found no input in '{input}': give a folder, a file or a glob of .txt, "
+            ".jsonl or .spacy files.")
+    S348 = ("annotate cannot read '{path}': {reason}. Inputs are .txt (one record per line), .jsonl "
+            "(one object with a \"text\" field per line) or .spacy (DocBin) files.")
+    S349 = ("The output folder '{output}' holds partitions of a different annotate run ({field}: "
+            "{found!r}, now {expected!r}). Resume with the same inputs and --partition-size, or "
+            "write to a new folder.")
 
 
 class Warnings(metaclass=ErrorsWithCodes):

@@ -1,0 +1,343 @@
+"""Benchmark iterative parameter mixing (train-distributed) and annotate on Dask.
+
+One run, on UD English EWT (gold tokenization, one Doc per sentence; XPOS in ``tag_``):
+
+1. accuracy (``--parts accuracy``): the tagger (``configs/tagger.cfg``) and the tagger + parser
+   (``configs/parser.cfg``) trained serially (one shard) and by mixing S shards, with the test
+   accuracy after every epoch. The shards train one after another in one process
+   (``train_distributed(simulate=True)``): a mix is the same whether its shards trained on one
+   core or on S workers (tests/on_dask checks one case bit for bit), and the accuracy of 8 or 16
+   shards needs no 16 cores. Each run is its own child process.
+2. timing (``--parts timing``): the same configs on a LocalCluster of 1, 2 and 4 worker processes
+   (one thread each, one shard per worker) for a few epochs: seconds per epoch (the training
+   phase: broadcast, shards, mixing; the median over epochs after the first, which also loads the
+   pipeline on the workers), the speed-up over one worker, and the workers' peak RSS.
+3. annotate (``--parts annotate``): words/s of ``python -m spacy_structperc annotate`` (warm
+   workers) with 1 and 2 workers on the EWT training text, against one ``nlp.pipe`` process and
+   ``nlp.pipe(n_process=2)``, with the tagger + parser pipeline of the serial run.
+
+Writes ``benchmarks/results/distributed.json`` and ``distributed_mixing.png``. Timings are only
+meaningful on an otherwise idle machine: each detail records the load average.
+
+    python benchmarks/bench_distributed.py --parts accuracy
+    python benchmarks/bench_distributed.py --parts timing,annotate
+    python benchmarks/bench_distributed.py --quick            # smoke run on slices
+    python benchmarks/bench_distributed.py --plots-only
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any, Dict, List
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _common as C  # noqa: E402
+
+COMPONENT = "distributed"
+DATASET = "ud_en_ewt"
+RESULTS = C.RESULTS_DIR / f"{COMPONENT}.json"
+PLOT = C.RESULTS_DIR / "distributed_mixing.png"
+CONFIGS = {"tagger": "tagger.cfg", "parser": "parser.cfg"}
+METRIC = {"tagger": "tag_acc", "parser": "dep_las"}
+
+
+# ---------------------------------------------------------------------------------------------
+# Children
+
+
+def child_accuracy(config: str, train: str, dev: str, test: str, output: str, shards: int,
+                   epochs: int) -> Dict[str, Any]:
+    """Train by mixing `shards` shards in this process; the test scores after every epoch."""
+    import spacy
+    from spacy.tokens import DocBin
+    from spacy.training import Example
+
+    from spacy_structperc.distributed.train import train_distributed
+
+    vocab = spacy.blank("en").vocab
+    gold = list(DocBin().from_disk(test).get_docs(vocab))
+    curve: List[Dict[str, Any]] = []
+
+    def on_epoch(row, nlp):
+        # Gold tokens, as the configs' gold_preproc readers give them.
+        examples = [Example(spacy.tokens.Doc(nlp.vocab, words=[t.text for t in g],
+                                             spaces=[bool(t.whitespace_) for t in g]), g) for g in gold]
+        scores = nlp.evaluate(examples)
+        curve.append({"epoch": row["epoch"], "dev_score": row["score"], "train_seconds": row["train_seconds"],
+                      "mistakes": row["mistakes"],
+                      "test": {k: scores.get(k) for k in ("tag_acc", "dep_uas", "dep_las")}})
+        print(f"epoch {row['epoch']}: test {curve[-1]['test']}", flush=True)
+
+    log = train_distributed(config, output, overrides={"paths.train": train, "paths.dev": dev},
+                            n_shards=shards, epochs=epochs, simulate=True, on_epoch=on_epoch)
+    return {"curve": curve, "log_epochs": len(log["epochs"])}
+
+
+def child_timing(config: str, train: str, dev: str, output: str, workers: int, epochs: int) -> Dict[str, Any]:
+    from distributed import Client, LocalCluster
+
+    from spacy_structperc.distributed.train import train_distributed
+
+    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        with Client(cluster) as client:
+            log = train_distributed(config, output, overrides={"paths.train": train, "paths.dev": dev},
+                                    client=client, epochs=epochs)
+    rows = log["epochs"]
+    steady = [r["train_seconds"] for r in rows[1:]] or [rows[0]["train_seconds"]]
+    return {"train_seconds": [r["train_seconds"] for r in rows], "seconds_per_epoch": statistics.median(steady),
+            "worker_peak_rss_mb": max(max(r["worker_peak_rss_mb"]) for r in rows),
+            "dev_scores": [r["score"] for r in rows], "load_average": C.load_average()}
+
+
+def child_pipe(pipeline: str, texts_path: str, n_process: int) -> Dict[str, Any]:
+    import spacy
+
+    nlp = spacy.load(pipeline)
+    texts = Path(texts_path).read_text(encoding="utf8").splitlines()
+    start = time.perf_counter()
+    n_words = sum(len(d) for d in nlp.pipe(texts, batch_size=256, n_process=n_process))
+    seconds = time.perf_counter() - start
+    return {"words": n_words, "seconds": seconds, "words_per_second": n_words / seconds,
+            "load_average": C.load_average()}
+
+
+def _warm(pipeline: str) -> None:
+    from spacy_structperc.distributed.annotate import _pipeline
+
+    _pipeline(pipeline)   # returns nothing: the pipeline stays on the worker
+
+
+def child_annotate(pipeline: str, texts_path: str, output: str, workers: int) -> Dict[str, Any]:
+    import shutil
+
+    from distributed import Client, LocalCluster
+
+    from spacy_structperc.distributed.annotate import annotate
+
+    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        with Client(cluster) as client:
+            # Load the pipeline on every worker first: the figure is the steady throughput.
+            client.run(_warm, pipeline)
+            shutil.rmtree(output, ignore_errors=True)
+            summary = annotate(pipeline, texts_path, output, client=client, partition_size=500, progress=False)
+    summary["load_average"] = C.load_average()
+    return summary
+
+
+# ---------------------------------------------------------------------------------------------
+# Driver
+
+
+def prepare(data_dir: Path, work: Path, quick: bool) -> Dict[str, Path]:
+    limit = {"train": 1500, "dev": 300, "test": 300} if quick else {"train": 0, "dev": 0, "test": 0}
+    paths = {}
+    for split, pattern in (("train", "*-ud-train.conllu"), ("dev", "*-ud-dev.conllu"), ("test", "*-ud-test.conllu")):
+        out = work / f"{split}{'.quick' if quick else ''}.spacy"
+        C.conllu_to_docbins(C.find_split_file(data_dir, split, pattern), {"x": out}, limit=limit[split])
+        paths[split] = out
+    texts = work / f"train{'.quick' if quick else ''}.txt"
+    if not texts.exists():
+        texts.write_text("\n".join(d.text for d in C.load_docs(paths["train"])) + "\n", encoding="utf8")
+    paths["texts"] = texts
+    return paths
+
+
+def _child(fn: str, kwargs: Dict[str, Any], log_path: Path) -> Dict[str, Any]:
+    """run_child, reusing the result of an earlier run with the same inputs (--reuse), so an
+    interrupted benchmark resumes where it stopped."""
+    base = log_path.with_suffix("")
+    in_json, out_json = Path(str(base) + ".in.json"), Path(str(base) + ".out.json")
+    if REUSE and out_json.exists() and in_json.exists() and \
+            json.loads(in_json.read_text()) == json.loads(json.dumps(kwargs, default=str)):
+        print(f"   reusing {out_json}", flush=True)
+        return json.loads(out_json.read_text())
+    return C.run_child(Path(__file__), fn, kwargs, log_path=log_path)
+
+
+REUSE = False
+
+
+def run_accuracy(args, paths, work, rows, details, errors):
+    for comp in args.components:
+        epochs = args.epochs[comp]
+        for shards in [1] + args.shards[comp]:
+            setting = "serial" if shards == 1 else f"mixed, {shards} shards"
+            n_epochs = epochs + (args.extra_epochs if shards > 1 else 0)
+            key = f"accuracy:{comp}:{shards}"
+            print(f"== {key}: {n_epochs} epochs", flush=True)
+            try:
+                res = _child("child_accuracy", dict(
+                    config=str(C.REPO_ROOT / "configs" / CONFIGS[comp]), train=str(paths["train"]),
+                    dev=str(paths["dev"]), test=str(paths["test"]), output=str(work / "runs" / key.replace(":", "-")),
+                    shards=shards, epochs=n_epochs), work / "logs" / f"{key.replace(':', '-')}.log")
+            except Exception as e:  # keep the other runs
+                errors[key] = str(e)[-2000:]
+                print(errors[key])
+                continue
+            res["load_average"] = C.load_average()
+            details[key] = res
+            metric = METRIC[comp]
+            for point in res["curve"]:
+                if point["epoch"] in (epochs, epochs + 1, epochs + 2) and point["epoch"] <= n_epochs:
+                    rows.append({"system": f"structperc_{comp}", "setting": f"{setting}, {point['epoch']} epochs",
+                                 "dataset": DATASET, "split": "test", "metric": metric,
+                                 "value": point["test"][metric]})
+                    if comp == "parser":
+                        rows.append({"system": f"structperc_{comp}", "setting": f"{setting}, {point['epoch']} epochs",
+                                     "dataset": DATASET, "split": "test", "metric": "tag_acc",
+                                     "value": point["test"]["tag_acc"]})
+
+
+def run_timing(args, paths, work, rows, details, errors):
+    for comp in args.components:
+        base = None
+        for workers in args.workers[comp]:
+            key = f"timing:{comp}:{workers}"
+            print(f"== {key}", flush=True)
+            try:
+                res = _child("child_timing", dict(
+                    config=str(C.REPO_ROOT / "configs" / CONFIGS[comp]), train=str(paths["train"]),
+                    dev=str(paths["dev"]), output=str(work / "runs" / key.replace(":", "-")), workers=workers,
+                    epochs=args.timing_epochs), work / "logs" / f"{key.replace(':', '-')}.log")
+            except Exception as e:
+                errors[key] = str(e)[-2000:]
+                print(errors[key])
+                continue
+            details[key] = res
+            base = res["seconds_per_epoch"] if workers == 1 else base
+            setting = f"{workers} worker{'s' if workers > 1 else ''}"
+            sys_ = f"structperc_{comp}"
+            rows.append({"system": sys_, "setting": setting, "dataset": f"{DATASET} (timing)", "split": "test",
+                         "metric": "seconds_per_epoch", "value": res["seconds_per_epoch"]})
+            rows.append({"system": sys_, "setting": setting, "dataset": f"{DATASET} (timing)", "split": "test",
+                         "metric": "worker_peak_rss_mb", "value": res["worker_peak_rss_mb"]})
+            if base:
+                rows.append({"system": sys_, "setting": setting, "dataset": f"{DATASET} (timing)", "split": "test",
+                             "metric": "speedup", "value": base / res["seconds_per_epoch"]})
+
+
+def run_annotate(args, paths, work, rows, details, errors):
+    pipeline = work / "runs" / "accuracy-parser-1" / "model-last"
+    if not pipeline.exists():
+        errors["annotate"] = f"no pipeline at {pipeline}: run --parts accuracy (parser) first"
+        print(errors["annotate"])
+        return
+    runs = [("nlp.pipe, 1 process", "child_pipe", dict(n_process=1)),
+            ("nlp.pipe(n_process=2)", "child_pipe", dict(n_process=2)),
+            ("annotate, 1 worker", "child_annotate", dict(workers=1)),
+            ("annotate, 2 workers", "child_annotate", dict(workers=2))]
+    base = None
+    for setting, fn, extra in runs:
+        key = f"annotate:{setting}"
+        print(f"== {key}", flush=True)
+        kwargs = dict(pipeline=str(pipeline), texts_path=str(paths["texts"]), **extra)
+        if fn == "child_annotate":
+            kwargs["output"] = str(work / "annotated" / f"w{extra['workers']}")
+        try:
+            res = _child(fn, kwargs, log_path=work / "logs" / f"annotate-{C.slug(setting)}.log")
+        except Exception as e:
+            errors[key] = str(e)[-2000:]
+            print(errors[key])
+            continue
+        details[key] = res
+        base = res["words_per_second"] if setting == "nlp.pipe, 1 process" else base
+        system = "spacy_structperc annotate" if fn == "child_annotate" else "spacy nlp.pipe"
+        rows.append({"system": system, "setting": setting, "dataset": f"{DATASET} train text (annotate)",
+                     "split": "test", "metric": "predict_wps", "value": res["words_per_second"]})
+        if base:
+            rows.append({"system": system, "setting": setting, "dataset": f"{DATASET} train text (annotate)",
+                         "split": "test", "metric": "speedup", "value": res["words_per_second"] / base})
+
+
+def plot(results: Dict[str, Any]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    details = results.get("details", {})
+    comps = [c for c in CONFIGS if any(k.startswith(f"accuracy:{c}:") for k in details)]
+    if not comps:
+        return
+    fig, axes = plt.subplots(1, len(comps), figsize=(5.5 * len(comps), 4), squeeze=False)
+    for ax, comp in zip(axes[0], comps):
+        keys = sorted((k for k in details if k.startswith(f"accuracy:{comp}:")), key=lambda k: int(k.rsplit(":", 1)[1]))
+        for key in keys:
+            shards = int(key.rsplit(":", 1)[1])
+            curve = details[key]["curve"]
+            ax.plot([p["epoch"] for p in curve], [100 * p["test"][METRIC[comp]] for p in curve], marker="o", ms=3,
+                    label="serial" if shards == 1 else f"{shards} shards")
+        ax.set_title(f"{comp}: test {'XPOS acc.' if comp == 'tagger' else 'LAS'} by epoch (EWT)")
+        ax.set_xlabel("epoch")
+        ax.set_ylabel("%")
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(PLOT, dpi=110)
+    print(f"wrote {PLOT}")
+
+
+def _ints(text: str) -> List[int]:
+    return [int(x) for x in text.split(",") if x]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", type=Path, default=C.default_data_dir(DATASET))
+    parser.add_argument("--work", type=Path, default=C.DEFAULT_WORK_DIR / COMPONENT)
+    parser.add_argument("--parts", default="accuracy,timing,annotate")
+    parser.add_argument("--components", default="tagger,parser")
+    parser.add_argument("--tagger-epochs", type=int, default=10)
+    parser.add_argument("--parser-epochs", type=int, default=8)
+    parser.add_argument("--extra-epochs", type=int, default=2)
+    parser.add_argument("--tagger-shards", default="2,4,8,16")
+    parser.add_argument("--parser-shards", default="2,4")
+    parser.add_argument("--tagger-workers", default="1,2,4")
+    parser.add_argument("--parser-workers", default="1,2")
+    parser.add_argument("--timing-epochs", type=int, default=3)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--plots-only", action="store_true")
+    parser.add_argument("--reuse", action="store_true", help="reuse child results with the same inputs")
+    args = parser.parse_args()
+    if args.plots_only:
+        plot(C.load_results(RESULTS))
+        return
+    global REUSE
+    REUSE = args.reuse
+    args.components = [c for c in args.components.split(",") if c]
+    args.epochs = {"tagger": args.tagger_epochs, "parser": args.parser_epochs}
+    args.shards = {"tagger": _ints(args.tagger_shards), "parser": _ints(args.parser_shards)}
+    args.workers = {"tagger": _ints(args.tagger_workers), "parser": _ints(args.parser_workers)}
+    if args.quick:
+        args.epochs = {"tagger": 2, "parser": 2}
+        args.timing_epochs = 2
+    args.work.mkdir(parents=True, exist_ok=True)
+    paths = prepare(args.data, args.work, args.quick)
+    rows: List[Dict[str, Any]] = []
+    details: Dict[str, Any] = {}
+    errors: Dict[str, str] = {}
+    parts = args.parts.split(",")
+    load_before = C.load_average()
+    for part, fn in (("accuracy", run_accuracy), ("timing", run_timing), ("annotate", run_annotate)):
+        if part in parts:
+            fn(args, paths, args.work, rows, details, errors)
+            save(args, rows, details, errors, load_before)   # a later part's failure loses nothing
+    plot(C.load_results(RESULTS))
+
+
+def save(args, rows, details, errors, load_before) -> None:
+    done = {(r["system"], r["setting"], r["dataset"]) for r in rows}
+    C.save_results(RESULTS, COMPONENT, rows, details, replace=lambda r: (r["system"], r["setting"], r["dataset"]) in done,
+                   errors=errors, command=" ".join(sys.argv), quick=args.quick,
+                   load_average_at_start=load_before, load_average_at_end=C.load_average(),
+                   notes=("Accuracy: shards trained in turn in one process (the same mix as on S workers). "
+                          "Timing: LocalCluster, one single-threaded worker process per shard, on a shared "
+                          "2-core machine: see load averages in details."))
+
+
+if __name__ == "__main__":
+    main()

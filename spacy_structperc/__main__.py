@@ -1,0 +1,80 @@
+"""python -m spacy_structperc COMMAND ...
+
+Commands:
+  train-distributed CONFIG --output DIR [--scheduler ADDRESS] [--workers N] [--shards N]
+                    [--mixing uniform|mistakes] [--shard-dir URL] [--epochs N] [--paths.train X ...]
+  annotate PIPELINE INPUT OUTPUT [--scheduler ADDRESS] [--workers N] [--partition-size N] [--jsonl]
+
+Both need the Dask extra: pip install 'spacy-structperc[dask]'.
+"""
+import argparse
+import sys
+from typing import List, Optional
+
+
+def _train(args, extra: List[str]) -> int:
+    from spacy.cli._util import parse_config_overrides
+
+    from .distributed._dask import dask_client, require_dask
+    from .distributed.train import train_distributed
+
+    overrides = parse_config_overrides(extra)
+    if args.simulate:
+        train_distributed(args.config, args.output, overrides=overrides, n_shards=args.shards or 1,
+                          mixing=args.mixing, shard_dir=args.shard_dir, epochs=args.epochs, simulate=True)
+        return 0
+    require_dask("train-distributed")
+    with dask_client("train-distributed", args.scheduler, args.workers) as client:
+        train_distributed(args.config, args.output, overrides=overrides, client=client,
+                          n_shards=args.shards, mixing=args.mixing, shard_dir=args.shard_dir,
+                          epochs=args.epochs)
+    return 0
+
+
+def _annotate(args, extra: List[str]) -> int:
+    from .distributed._dask import dask_client
+    from .distributed.annotate import annotate
+
+    if extra:
+        raise SystemExit(f"annotate: unknown arguments {extra}")
+    with dask_client("annotate", args.scheduler, args.workers) as client:
+        summary = annotate(args.pipeline, args.input, args.output, client=client,
+                           partition_size=args.partition_size, jsonl=args.jsonl,
+                           batch_size=args.batch_size, progress=not args.no_progress)
+    print(f"{summary['annotated']} partition(s) annotated, {summary['skipped']} already done; "
+          f"{summary['docs']} docs, {summary['errors']} error record(s), "
+          f"{summary['words_per_second']:.0f} words/s")
+    return 0
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m spacy_structperc")
+    sub = parser.add_subparsers(dest="command", required=True)
+    t = sub.add_parser("train-distributed", help="train a config by iterative parameter mixing on Dask")
+    t.add_argument("config")
+    t.add_argument("--output", "-o", required=True)
+    t.add_argument("--scheduler", default=None, help="address of a Dask scheduler (default: a LocalCluster)")
+    t.add_argument("--workers", type=int, default=None, help="LocalCluster worker processes (default: cores)")
+    t.add_argument("--shards", type=int, default=None, help="training shards (default: one per worker)")
+    t.add_argument("--mixing", default="uniform", help="uniform | mistakes")
+    t.add_argument("--shard-dir", default=None, help="where workers read shards (folder or fsspec URL)")
+    t.add_argument("--epochs", type=int, default=None, help="default: [training] max_epochs")
+    t.add_argument("--simulate", action="store_true", help="train the shards in this process, in turn")
+    a = sub.add_parser("annotate", help="annotate text / JSONL / .spacy files over Dask partitions")
+    a.add_argument("pipeline")
+    a.add_argument("input")
+    a.add_argument("output")
+    a.add_argument("--scheduler", default=None)
+    a.add_argument("--workers", type=int, default=None)
+    a.add_argument("--partition-size", type=int, default=1000)
+    a.add_argument("--batch-size", type=int, default=256)
+    a.add_argument("--jsonl", action="store_true", help="also write the annotations as JSON lines")
+    a.add_argument("--no-progress", action="store_true")
+    args, extra = parser.parse_known_args(argv)
+    if args.command == "train-distributed":
+        return _train(args, extra)
+    return _annotate(args, extra)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,285 @@
+"""`annotate`: a corpus through a saved pipeline, in Dask partitions, resumable and lossless.
+
+Inputs are .txt files (a record per non-blank line), .jsonl files (a record per line: an object
+with a "text" field; other fields travel in `doc.user_data["meta"]`) or .spacy DocBins (a record
+per Doc), given as a file, a folder or a glob, local or any fsspec URL. The driver cuts each file
+into partitions of `partition_size` records (text by byte offsets found in one scan, so a worker
+seeks to its partition) and each partition becomes
+
+    part-FFFFF-SSSSSSSSSS.spacy           the annotated Docs (user_data: source, line, id, meta)
+    part-FFFFF-SSSSSSSSSS.errors.jsonl    the records that could not be annotated, with the reason
+    part-FFFFF-SSSSSSSSSS.jsonl           the annotations as JSON lines (with --jsonl)
+
+written to a temporary name and moved into place, the .spacy last: a partition is finished when
+its .spacy exists, and a half-written one never does. A re-run skips finished partitions. Every
+input record is in exactly one .spacy or one errors file.
+"""
+import json
+import os
+import time
+import uuid
+from typing import Any, Dict, Iterator, List, Optional, Tuple
+
+from ..errors import Errors
+
+KINDS = {".txt": "text", ".jsonl": "jsonl", ".spacy": "spacy"}
+MANIFEST = "annotate.json"
+_WORKER_NLP: Dict[str, Any] = {}
+
+
+# Planning --------------------------------------------------------------------------------------
+
+def find_inputs(input: str) -> List[str]:
+    import fsspec
+
+    fs, _, paths = fsspec.get_fs_token_paths(input)
+    found: List[str] = []
+    for path in paths:
+        if fs.isdir(path):
+            found.extend(p for p in fs.find(path) if os.path.splitext(p)[1] in KINDS)
+        elif fs.exists(path):
+            found.append(path)
+    protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
+    prefix = "" if protocol in ("file", "local") else f"{protocol}://"
+    found = sorted(dict.fromkeys(prefix + p for p in found))
+    if not found:
+        raise ValueError(Errors.S347.format(input=input))
+    for path in found:
+        if os.path.splitext(path)[1] not in KINDS:
+            raise ValueError(Errors.S348.format(path=path, reason="not a .txt, .jsonl or .spacy file"))
+    return found
+
+
+def plan_partitions(paths: List[str], partition_size: int) -> List[Dict[str, Any]]:
+    """Partitions of at most `partition_size` records; text ones carry byte offsets."""
+    import fsspec
+    from spacy.tokens import DocBin
+
+    parts = []
+    for f_idx, path in enumerate(paths):
+        kind = KINDS[os.path.splitext(path)[1]]
+        if kind == "spacy":
+            with fsspec.open(path, "rb") as fh:
+                n = len(DocBin().from_bytes(fh.read()))
+            for start in range(0, n, partition_size):
+                parts.append({"id": f"part-{f_idx:05d}-{start:010d}", "path": path, "kind": kind,
+                              "start": start, "stop": min(n, start + partition_size)})
+            continue
+        # One scan: the byte offset and line number where every partition starts.
+        n_records, offset, line_no = 0, 0, 0
+        part: Optional[Dict[str, Any]] = None
+        with fsspec.open(path, "rb") as fh:
+            for line in fh:
+                line_no += 1
+                if line.strip():
+                    if part is None or part["n"] == partition_size:
+                        if part is not None:
+                            part["end"] = offset
+                            parts.append(part)
+                        part = {"id": f"part-{f_idx:05d}-{n_records:010d}", "path": path, "kind": kind,
+                                "offset": offset, "first_line": line_no, "n": 0}
+                    part["n"] += 1
+                    n_records += 1
+                offset += len(line)
+        if part is not None:
+            part["end"] = offset
+            parts.append(part)
+    return parts
+
+
+# The task a worker runs ------------------------------------------------------------------------
+
+def _pipeline(path: str):
+    nlp = _WORKER_NLP.get(path)
+    if nlp is None:
+        import spacy
+
+        _WORKER_NLP.clear()
+        nlp = _WORKER_NLP[path] = spacy.load(path)
+    return nlp
+
+
+def _records(part: Dict[str, Any], nlp) -> Iterator[Tuple[Dict[str, Any], Any, Optional[str]]]:
+    """(identity, input, error) per record of the partition: input is a text or a Doc."""
+    import fsspec
+
+    path = part["path"]
+    if part["kind"] == "spacy":
+        from spacy.tokens import DocBin
+
+        with fsspec.open(path, "rb") as fh:
+            db = DocBin().from_bytes(fh.read())
+        for i, doc in enumerate(db.get_docs(nlp.vocab)):
+            if part["start"] <= i < part["stop"]:
+                yield {"source": path, "line": i}, doc, None
+        return
+    with fsspec.open(path, "rb") as fh:
+        fh.seek(part["offset"])
+        data = fh.read(part["end"] - part["offset"])
+    for line_no, raw in enumerate(data.splitlines(), start=part["first_line"]):
+        if not raw.strip():
+            continue
+        ident: Dict[str, Any] = {"source": path, "line": line_no}
+        try:
+            line = raw.decode("utf8")
+        except UnicodeDecodeError as e:
+            yield ident, None, f"not UTF-8 ({e})"
+            continue
+        if part["kind"] == "text":
+            yield ident, line.rstrip("\r\n"), None
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError as e:
+            yield ident, None, f"not JSON ({e})"
+            continue
+        if not isinstance(record, dict) or not isinstance(record.get("text"), str):
+            yield ident, None, 'no "text" string field'
+            continue
+        if "id" in record:
+            ident["id"] = record["id"]
+        meta = {k: v for k, v in record.items() if k not in ("text", "id")}
+        if meta:
+            ident["meta"] = meta
+        yield ident, record["text"], None
+
+
+def _annotate(nlp, inputs: List[Tuple[Dict, Any]], batch_size: int):
+    """(identity, doc or None, error or None) for each input; a failing batch is redone one
+    record at a time so only the records that fail are lost to the errors file."""
+    try:
+        docs = list(nlp.pipe([x for _, x in inputs], batch_size=batch_size))
+        return [(ident, doc, None) for (ident, _), doc in zip(inputs, docs)]
+    except Exception:
+        out = []
+        for ident, x in inputs:
+            try:
+                out.append((ident, nlp(x), None))
+            except Exception as e:
+                out.append((ident, None, f"{type(e).__name__}: {e}"))
+        return out
+
+
+def doc_to_json(doc, ident: Dict[str, Any]) -> Dict[str, Any]:
+    tokens = []
+    for t in doc:
+        tok: Dict[str, Any] = {"text": t.text}
+        for attr in ("tag_", "pos_", "lemma_", "dep_"):
+            if getattr(t, attr):
+                tok[attr.rstrip("_")] = getattr(t, attr)
+        if t.dep_:
+            tok["head"] = t.head.i
+        tokens.append(tok)
+    out = {**ident, "text": doc.text, "tokens": tokens}
+    if doc.ents:
+        out["ents"] = [[e.start, e.end, e.label_] for e in doc.ents]
+    return out
+
+
+def _write_atomic(fs, path: str, data: bytes) -> None:
+    tmp = f"{path}.tmp-{uuid.uuid4().hex}"
+    with fs.open(tmp, "wb") as fh:
+        fh.write(data)
+    fs.mv(tmp, path)
+
+
+def annotate_partition(part: Dict[str, Any], pipeline: str, output: str, jsonl: bool = False,
+                       batch_size: int = 256) -> Dict[str, Any]:
+    """Annotate one partition and write its files (the .spacy last). Returns its counts."""
+    import fsspec
+    from spacy.tokens import DocBin
+
+    start = time.perf_counter()
+    nlp = _pipeline(pipeline)
+    fs, _, (root,) = fsspec.get_fs_token_paths(output)
+    base = f"{root.rstrip('/')}/{part['id']}"
+    docs = DocBin(store_user_data=True)
+    errors: List[Dict[str, Any]] = []
+    lines: List[str] = []
+    n_words = 0
+    pending: List[Tuple[Dict, Any]] = []
+
+    def flush():
+        nonlocal n_words
+        for ident, doc, error in _annotate(nlp, pending, batch_size):
+            if error is not None:
+                errors.append({**ident, "reason": error})
+                continue
+            doc.user_data.update({k: v for k, v in ident.items()})
+            docs.add(doc)
+            n_words += len(doc)
+            if jsonl:
+                lines.append(json.dumps(doc_to_json(doc, ident), ensure_ascii=False))
+        pending.clear()
+
+    for ident, x, error in _records(part, nlp):
+        if error is not None:
+            errors.append({**ident, "reason": error})
+            continue
+        pending.append((ident, x))
+        if len(pending) >= batch_size:
+            flush()
+    flush()
+    _write_atomic(fs, base + ".errors.jsonl", "".join(json.dumps(e) + "\n" for e in errors).encode("utf8"))
+    if jsonl:
+        _write_atomic(fs, base + ".jsonl", "".join(line + "\n" for line in lines).encode("utf8"))
+    _write_atomic(fs, base + ".spacy", docs.to_bytes())
+    return {"id": part["id"], "docs": len(docs), "errors": len(errors), "words": n_words,
+            "seconds": time.perf_counter() - start, "pid": os.getpid()}
+
+
+# The driver ------------------------------------------------------------------------------------
+
+def annotate(pipeline: str, input: str, output: str, *, client, partition_size: int = 1000,
+             jsonl: bool = False, batch_size: int = 256, progress: bool = True) -> Dict[str, Any]:
+    """Annotate every record under `input` with the pipeline at `pipeline` (a path every worker
+    can read) on the Dask `client`; skip partitions a previous run finished."""
+    import fsspec
+    from distributed import as_completed
+
+    if partition_size < 1:
+        raise ValueError(Errors.S012.format(setting="partition_size", name="annotate",
+                                            requirement="a positive integer", value=partition_size))
+    paths = find_inputs(input)
+    parts = plan_partitions(paths, partition_size)
+    fs, _, (root,) = fsspec.get_fs_token_paths(output)
+    fs.makedirs(root, exist_ok=True)
+    manifest_path = f"{root.rstrip('/')}/{MANIFEST}"
+    manifest = {"inputs": paths, "partition_size": partition_size,
+                "partitions": [p["id"] for p in parts]}
+    if fs.exists(manifest_path):
+        with fs.open(manifest_path, "rb") as fh:
+            old = json.loads(fh.read())
+        for field in ("inputs", "partition_size", "partitions"):
+            if old.get(field) != manifest[field]:
+                raise ValueError(Errors.S349.format(output=output, field=field, found=old.get(field),
+                                                    expected=manifest[field]))
+    else:
+        _write_atomic(fs, manifest_path, json.dumps(manifest, indent=2).encode("utf8"))
+    todo = [p for p in parts if not fs.exists(f"{root.rstrip('/')}/{p['id']}.spacy")]
+    token = uuid.uuid4().hex[:12]
+    start = time.perf_counter()
+    futures = [client.submit(annotate_partition, p, pipeline, output, jsonl, batch_size, pure=False,
+                             key=f"structperc-annotate-{token}-{p['id']}") for p in todo]
+    results = []
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(parts), initial=len(parts) - len(todo), unit="partition", desc="annotate")
+    try:
+        for future in as_completed(futures):
+            results.append(future.result())
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(words=sum(r["words"] for r in results))
+    finally:
+        if bar is not None:
+            bar.close()
+    for tmp in fs.glob(f"{root.rstrip('/')}/*.tmp-*"):   # left by workers that died mid-write
+        fs.rm(tmp)
+    seconds = time.perf_counter() - start
+    words = sum(r["words"] for r in results)
+    return {"partitions": len(parts), "skipped": len(parts) - len(todo), "annotated": len(results),
+            "docs": sum(r["docs"] for r in results), "errors": sum(r["errors"] for r in results),
+            "words": words, "seconds": seconds, "words_per_second": words / seconds if seconds else 0.0}
