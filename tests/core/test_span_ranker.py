@@ -160,3 +160,164 @@ def test_tops_inside_keeps_the_maximal_clauses():
     assert tops_inside(clauses, 0, 9) == [(1, 4), (6, 8)]
     assert tops_inside(clauses, 1, 4) == [(2, 3)]
     assert tops_inside(clauses, 5, 9) == [(6, 8)]
+
+
+# ---------------------------------------------------------------------------------------------
+# FR-Perceptron feedback (carreras2003 §3.1): each case, and which function moves.
+
+from spacy_structperc._core.span_ranker import ATOM_NAMES, ObjectFunction, PrimalFunction, SpanRecognizer
+from spacy_structperc._core.templates import TemplateSet
+
+
+class TableFunction:
+    """A function whose score is looked up by feature vector, and which logs its updates."""
+
+    def __init__(self, default=-1.0):
+        self.table, self.default, self.log = {}, default, []
+
+    def score(self, keys):
+        return self.table.get(bytes(numpy.asarray(keys, dtype=numpy.uint64).tobytes()), self.default)
+
+    def update(self, keys, delta):
+        self.log.append((bytes(numpy.asarray(keys, dtype=numpy.uint64).tobytes()), delta))
+
+    def tick(self):
+        pass
+
+
+def _recognizer(n=6):
+    templates = TemplateSet([{"name": "w0", "parts": [[0, "lower"]]}, {"name": "t0", "parts": [[0, "tag"]]}],
+                            list(ATOM_NAMES))
+    fns = {k: TableFunction() for k in ("start", "end", "score")}
+    rec = SpanRecognizer(templates, ObjectFunction(fns["start"]), ObjectFunction(fns["end"]),
+                         ObjectFunction(fns["score"]))
+    atoms = numpy.zeros((n, 4), dtype=numpy.uint64)
+    atoms[:, 0] = 1
+    atoms[:, 1] = numpy.arange(100, 100 + n)   # every word distinct
+    atoms[:, 2] = 7
+    elements = numpy.arange(1000, 1000 + n, dtype=numpy.uint64)   # distinct patterns for distinct tops
+    rec.set_sentence(atoms, elements, numpy.zeros((n,), dtype=numpy.uint8))
+    return rec, fns
+
+
+def _set(rec, fns, starts, ends, phrases):
+    """Filters fire on `starts` / `ends`; phrases maps (s, e, tops) -> score."""
+    for i in starts:
+        fns["start"].table[rec.word_keys(i).tobytes()] = 1.0
+    for i in ends:
+        fns["end"].table[rec.word_keys(i).tobytes()] = 1.0
+    for (s, e, tops), value in phrases.items():
+        fns["score"].table[rec.phrase_keys(s, e, tops).tobytes()] = value
+    rec._score_filters()
+
+
+def _moves(rec, fns):
+    """{function: sorted [(what, delta)]}: a word index or a phrase (s, e, tops)."""
+    words = {rec.word_keys(i).tobytes(): i for i in range(rec.n)}
+    out = {}
+    for name, fn in fns.items():
+        moved = []
+        for keys, delta in fn.log:
+            if name == "score":
+                phrase = next(p for p in _all_phrases(rec) if rec.phrase_keys(*p).tobytes() == keys)
+                moved.append((phrase, delta))
+            else:
+                moved.append((words[keys], delta))
+        out[name] = sorted(moved)
+    return out
+
+
+def _all_phrases(rec):
+    spans = [(s, e) for s in range(rec.n) for e in range(s, rec.n)]
+    out = []
+    for s, e in spans:
+        inside = [c for c in spans if s <= c[0] and c[1] <= e and c != (s, e)]
+        out.append((s, e, ()))
+        out.extend((s, e, (c,)) for c in inside)
+    return out
+
+
+def test_fr_correct_phrases_move_nothing():
+    rec, fns = _recognizer()
+    _set(rec, fns, [0, 2], [3, 5], {(0, 5, ((2, 3),)): 1.0, (2, 3, ()): 1.0})
+    result = rec.train([(0, 5), (2, 3)], "fr")
+    assert result["predicted"] == [(0, 5), (2, 3)]
+    assert _moves(rec, fns) == {"start": [], "end": [], "score": []}
+
+
+def test_fr_missed_phrase_with_a_blocked_start_moves_the_start_filter_only():
+    rec, fns = _recognizer()
+    _set(rec, fns, [], [5], {})
+    result = rec.train([(0, 5)], "fr")
+    assert result["predicted"] == []
+    # Start word scored <= 0: moved toward; end word > 0: not moved; no candidate: no scorer move.
+    assert _moves(rec, fns) == {"start": [(0, 1.0)], "end": [], "score": []}
+
+
+def test_fr_missed_phrase_with_both_boundaries_blocked_moves_both_filters():
+    rec, fns = _recognizer()
+    _set(rec, fns, [], [], {})
+    rec.train([(1, 4)], "fr")
+    assert _moves(rec, fns) == {"start": [(1, 1.0)], "end": [(4, 1.0)], "score": []}
+
+
+def test_fr_missed_candidate_moves_the_scorer_toward_it_with_the_gold_clauses_inside():
+    rec, fns = _recognizer()
+    # (0, 5) is a candidate the scorer rejects; (2, 3) is found.
+    _set(rec, fns, [0, 2], [3, 5], {(0, 5, ((2, 3),)): -1.0, (2, 3, ()): 1.0})
+    result = rec.train([(0, 5), (2, 3)], "fr")
+    assert result["predicted"] == [(2, 3)]
+    assert _moves(rec, fns) == {"start": [], "end": [], "score": [((0, 5, ((2, 3),)), 1.0)]}
+
+
+def test_fr_over_predicted_phrase_moves_the_scorer_and_non_gold_boundaries_away():
+    rec, fns = _recognizer()
+    _set(rec, fns, [0, 1], [4, 5], {(0, 5, ((1, 4),)): 1.0, (1, 4, ()): 1.0})
+    result = rec.train([(0, 5)], "fr")
+    assert result["predicted"] == [(0, 5), (1, 4)]
+    # (1, 4) is over-predicted: 1 is not a gold start, 4 not a gold end: both filters move away.
+    assert _moves(rec, fns) == {"start": [(1, -1.0)], "end": [(4, -1.0)], "score": [((1, 4, ()), -1.0)]}
+
+
+def test_fr_over_predicted_phrase_on_gold_boundaries_moves_the_scorer_only():
+    rec, fns = _recognizer()
+    # Gold (0, 5) and (2, 3); predicted (0, 3) too, whose start and end are gold boundaries.
+    _set(rec, fns, [0, 2], [3, 5], {(0, 5, ((0, 3),)): 1.0, (0, 3, ((2, 3),)): 1.0, (2, 3, ()): 1.0,
+                                    (0, 5, ((2, 3),)): 0.5})
+    result = rec.train([(0, 5), (2, 3)], "fr")
+    assert result["predicted"] == [(0, 5), (0, 3), (2, 3)]
+    assert _moves(rec, fns) == {"start": [], "end": [], "score": [((0, 3, ((2, 3),)), -1.0)]}
+
+
+def test_co_vp_updates_every_misclassified_word_and_candidate():
+    rec, fns = _recognizer()
+    # Start fires on 0 (gold) and 1 (not gold); end on 5 (gold) only; gold end 3 is missed.
+    _set(rec, fns, [0, 1], [5], {(0, 5, ((2, 3),)): -1.0, (1, 5, ((2, 3),)): 1.0})
+    rec.train([(0, 5), (2, 3)], "co")
+    moves = _moves(rec, fns)
+    assert moves["start"] == [(1, -1.0), (2, 1.0)]
+    assert moves["end"] == [(3, 1.0)]
+    # Candidates (0, 5) (gold, scored <= 0) and (1, 5) (not gold, scored > 0) are both mistakes.
+    assert moves["score"] == [((0, 5, ((2, 3),)), 1.0), ((1, 5, ((2, 3),)), -1.0)]
+
+
+def test_cb_vp_trains_the_scorer_on_pairs_of_gold_boundaries_whatever_the_filters_say():
+    rec, fns = _recognizer()
+    _set(rec, fns, [], [], {})
+    rec.train([(0, 5), (2, 3)], "cb")
+    moves = _moves(rec, fns)
+    assert moves["start"] == [(0, 1.0), (2, 1.0)]
+    assert moves["end"] == [(3, 1.0), (5, 1.0)]
+    # Pairs of gold boundaries: (0, 3) (0, 5) (2, 3) (2, 5); the default score -1 is right for
+    # (0, 3) and (2, 5) and wrong for the gold (0, 5) and (2, 3).
+    assert moves["score"] == [((0, 5, ((2, 3),)), 1.0), ((2, 3, ()), 1.0)]
+
+
+def test_primal_function_scores_are_sums_of_weights_and_updates_add():
+    fn = PrimalFunction()
+    keys = numpy.array([3, 5, 9], dtype=numpy.uint64)
+    assert fn.score_keys(keys) == 0.0
+    fn.update_keys(keys, 1.0)
+    fn.update_keys(keys[:1], -0.5)
+    assert fn.score_keys(keys) == pytest.approx(2.5)
+    assert fn.score_keys(keys[1:]) == pytest.approx(2.0)
