@@ -97,6 +97,20 @@ class Errors(metaclass=ErrorsWithCodes):
     # S240-S279: k-best reranking.
 
     # S280-S299: the dual-form kernel perceptron (_core/kernel).
+    S280 = ("Could not load the kernel perceptron: {reason}. The bytes are damaged or were not "
+            "written by DualPerceptron.to_bytes(); retrain it or restore it from a good copy.")
+    S281 = ("The kernel perceptron was saved in format version {found}, but this spacy-structperc "
+            "reads versions up to {supported}. Upgrade spacy-structperc to load it.")
+    S282 = ("The kernel perceptron was saved with the kernel class '{cls}', which is not registered. "
+            "Import the module that defines it (it calls register_kernel) before loading; "
+            "registered kernels: {known}.")
+    S283 = "Setting '{setting}' of the kernel perceptron must be {requirement}; got {value!r}."
+    S284 = ("A sparse item for {kernel} must be an array of integer keys, or a tuple (keys, "
+            "values) of two 1-d arrays of one length; {problem}.")
+    S285 = ("Kernel class '{cls}' does not implement pair(x, y). A kernel subclass must override "
+            "pair(), or row() and store_item() (see spacy_structperc/_core/kernel.pyx).")
+    S286 = ("The kernel given to DualPerceptron already holds {n} support items. Give each "
+            "DualPerceptron a kernel of its own, with no support items.")
 
     # S300-S339: pipeline contracts (requires/assigns, missing inputs, optional extras).
 
