@@ -24,6 +24,35 @@ FUNCTIONS = ("start", "end", "score")
 FORMS = ("primal", "dual")
 
 
+class DualFunction:
+    """A dual-form (voted) kernel perceptron as the search sees a function: scores with the
+    current perceptron while training ("last") and with `prediction` ("averaged" or "voted")
+    otherwise. `spacy_structperc._core.kernel.DualPerceptron` does the work."""
+
+    def __init__(self, perceptron, prediction: str = "averaged"):
+        self.perceptron = perceptron
+        self.prediction = prediction
+        self.mode = prediction
+
+    def score(self, keys) -> float:
+        return self.perceptron.score(keys, mode=self.mode)
+
+    def update(self, keys, delta: float) -> None:
+        self.perceptron.update(keys, delta)
+
+    def tick(self) -> None:
+        self.perceptron.tick()
+
+    def set_averaged(self, value: bool) -> None:
+        self.mode = self.prediction if value else "last"
+
+    def to_bytes(self) -> bytes:
+        return self.perceptron.to_bytes()
+
+    def __reduce__(self):
+        return (DualFunction, (self.perceptron, self.prediction))
+
+
 class ClauseModel:
     def __init__(self, features: Sequence[dict], n_buckets: int = 1 << 18, context: int = 3,
                  form: str = "primal", degree: int = 2, coef0: float = 1.0, gamma: float = 1.0,
@@ -67,7 +96,7 @@ class ClauseModel:
         except ImportError as e:
             raise ValueError(Errors.S208.format(name=name, reason=str(e))) from None
         k = kernel.PolynomialKernel(**self.kernel_settings)
-        return ObjectFunction(kernel.DualPerceptron(k))
+        return ObjectFunction(DualFunction(kernel.DualPerceptron(k, prediction="averaged")))
 
     def initialize(self, name: str = "clauses") -> None:
         self.functions = {f: self._new_function(name) for f in FUNCTIONS}
@@ -138,7 +167,8 @@ class ClauseModel:
                 part = functions[f]
                 if "dual" in part:
                     from .._core import kernel
-                    loaded[f] = ObjectFunction(kernel.DualPerceptron.from_bytes(part["dual"]))
+                    perceptron = kernel.DualPerceptron(kernel.PolynomialKernel(**self.kernel_settings))
+                    loaded[f] = ObjectFunction(DualFunction(perceptron.from_bytes(part["dual"])))
                     continue
                 keys = numpy.frombuffer(part["keys"], dtype="<u8").astype(numpy.uint64)
                 weights = numpy.frombuffer(part["weights"], dtype="<f4").astype(numpy.float32)
