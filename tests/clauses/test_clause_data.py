@@ -130,3 +130,17 @@ def test_scorer_counts_exact_spans_by_hand():
     nlp = spacy.blank("en")
     skipped = Example(Doc(nlp.vocab, words=words), Doc(nlp.vocab, words=words))
     assert score_clauses([eg, skipped])["spans_clauses_f"] == pytest.approx(0.4)
+
+
+def test_convert_writes_clauses_to_spacy_files(tmp_path):
+    from spacy_structperc.convert import main
+
+    src = _write(tmp_path, SAMPLE, "train.txt")
+    assert main([str(src), str(tmp_path / "out"), "--format", "conll2001"]) == 0
+    nlp = spacy.blank("en")
+    docs = conll2001_docs(nlp.vocab, tmp_path / "out" / "train.spacy")
+    assert [[(s.start, s.end) for s in d.spans["clauses"]] for d in docs] == [
+        [(0, 13), (0, 6), (1, 6), (10, 12)], [(0, 1)]]
+    assert docs[0][2].tag_ == "VBP"
+    bad = _write(tmp_path, "a DT (S*\n", "bad.txt")
+    assert main([str(bad), str(tmp_path / "out"), "--format", "conll2001"]) == 1
