@@ -357,7 +357,12 @@ def main(argv=None) -> int:
     errors: Dict[str, str] = {}
     new_rows, details = [], {}
 
-    if not (args.reuse_prepared and (work / "ptb_test.spacy").exists()):
+    prepared = run_dir / "logs" / "prepare.out.json"
+    if args.reuse_prepared and (work / "ewt_test.spacy").exists() and prepared.exists():
+        import json
+        details["upstream"] = json.loads(prepared.read_text())["details"]
+        print(f"[prepare] reusing {work}: {details['upstream']}", flush=True)
+    else:
         print("[prepare] upstream tagger + chunker", flush=True)
         res = C.run_job(me, "prepare", {"data": data, "out_dir": str(work), "limits": limits,
                                         "tagger_epochs": args.tagger_epochs, "chunker_epochs": args.chunker_epochs},
@@ -366,6 +371,14 @@ def main(argv=None) -> int:
             return 1
         details["upstream"] = res["details"]
         print(f"  {res['details']}", flush=True)
+
+    def save(rows, run_details, run_errors):
+        # After every job: a run cut short keeps what it measured.
+        done = {(r["system"], r["setting"]) for r in rows}
+        C.save_results(results_path, COMPONENT, rows, run_details, lambda r: (r["system"], r["setting"]) in done,
+                       run_errors, command=command, quick=bool(args.quick), notes=NOTES,
+                       epochs={"primal": epochs, "dual": dual_epochs}, spancat_steps=steps,
+                       upstream_epochs={"tagger": args.tagger_epochs, "chunker": args.chunker_epochs})
 
     jobs = []
     if "ours" in only:
@@ -400,11 +413,8 @@ def main(argv=None) -> int:
         details[label] = dict(res.get("details", {}), corpus=corpus, setting=setting, date=C.now_iso(),
                               load_avg_before=res["load_avg_before"], load_avg_after=res["load_avg_after"])
         C.show_metrics(setting, res["metrics"], res["seconds"])
+        save(new_rows, details, errors)
 
-    done = {(r["system"], r["setting"]) for r in new_rows}
-    C.save_results(results_path, COMPONENT, new_rows, details, lambda r: (r["system"], r["setting"]) in done,
-                   errors, command=command, quick=bool(args.quick), notes=NOTES,
-                   epochs={"primal": epochs, "dual": dual_epochs}, spancat_steps=steps)
     plot = make_plot(C.load_results(results_path).get("details", {}), results_dir / "clauses_fig1.png")
     if plot:
         print(f"wrote {plot}")
