@@ -34,6 +34,17 @@ def _bin_header(n_bytes: int) -> bytes:
     raise ValueError(f"a model of {n_bytes} bytes of weights is beyond msgpack's 4 GB bin limit")
 
 
+def check_header(msg, kind: str, supported: int, component: str, what: str) -> None:
+    """A saved model's msgpack map must name its kind and a format version this code reads."""
+    if not isinstance(msg, dict) or msg.get("kind") != kind:
+        raise ValueError(Errors.S006.format(name=component, reason=f"no spacy-structperc {what} header"))
+    version = msg.get("format_version")
+    if not isinstance(version, int):
+        raise ValueError(Errors.S006.format(name=component, reason="missing format version"))
+    if version > supported:
+        raise ValueError(Errors.S007.format(name=component, found=version, supported=supported))
+
+
 class PerceptronModel:
     def __init__(self, templates: Sequence[dict], n_buckets: int = 1 << 20):
         if n_buckets < 1:
@@ -158,13 +169,7 @@ class PerceptronModel:
         return self._from_msg(msg, component)
 
     def _from_msg(self, msg, component: str) -> "PerceptronModel":
-        if not isinstance(msg, dict) or msg.get("kind") != MODEL_KIND:
-            raise ValueError(Errors.S006.format(name=component, reason="no spacy-structperc weights header"))
-        version = msg.get("format_version")
-        if not isinstance(version, int):
-            raise ValueError(Errors.S006.format(name=component, reason="missing format version"))
-        if version > FORMAT_VERSION:
-            raise ValueError(Errors.S007.format(name=component, found=version, supported=FORMAT_VERSION))
+        check_header(msg, MODEL_KIND, FORMAT_VERSION, component, "weights")
         try:
             n_classes, n_rows = int(msg["n_classes"]), int(msg["n_rows"])
             keys = numpy.frombuffer(msg["keys"], dtype="<u8")

@@ -17,6 +17,7 @@ from .._core.span_ranker import ATOM_NAMES, LinearFunction, ObjectFunction, Prim
 from .._core.templates import TemplateSet
 from .._core.weights import AveragedWeights
 from ..errors import Errors
+from ..model import check_header
 
 FORMAT_VERSION = 1
 MODEL_KIND = "spacy-structperc.ClauseRanker"
@@ -145,13 +146,7 @@ class ClauseModel:
             msg = srsly.msgpack_loads(data)
         except Exception as e:
             raise ValueError(Errors.S006.format(name=component, reason=f"not msgpack ({type(e).__name__})")) from None
-        if not isinstance(msg, dict) or msg.get("kind") != MODEL_KIND:
-            raise ValueError(Errors.S006.format(name=component, reason="no spacy-structperc clause model header"))
-        version = msg.get("format_version")
-        if not isinstance(version, int):
-            raise ValueError(Errors.S006.format(name=component, reason="missing format version"))
-        if version > FORMAT_VERSION:
-            raise ValueError(Errors.S007.format(name=component, found=version, supported=FORMAT_VERSION))
+        check_header(msg, MODEL_KIND, FORMAT_VERSION, component, "clause model")
         try:
             self.set_templates(msg["templates"])
             self.n_buckets = int(msg["n_buckets"])
