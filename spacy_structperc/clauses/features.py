@@ -53,9 +53,15 @@ class ClauseAtoms:
         self.chunks_key = chunks_key
         self._lower: Dict[int, int] = {}
         self._element: Dict[Tuple[int, int], int] = {}
+        self._lexical: Dict[Tuple[int, int], Tuple[int, int]] = {}
 
     def __reduce__(self):
         return (ClauseAtoms, (self.name, self.chunks_key))
+
+    def _add_lexical(self, orth: int, tag: int, strings) -> Tuple[int, int]:
+        pair = (self._lower_of(orth, strings), self._element_of(orth, tag, strings))
+        self._lexical[(orth, tag)] = pair
+        return pair
 
     def _lower_of(self, orth: int, strings) -> int:
         value = self._lower.get(orth)
@@ -93,9 +99,12 @@ class ClauseAtoms:
         if n == 0:
             return atoms, numpy.zeros((0,), dtype=numpy.uint64), numpy.zeros((0,), dtype=numpy.uint8)
         atoms[:, 0] = 1
-        atoms[:, 1] = [self._lower_of(o, strings) for o in orths]
         atoms[:, 2] = numpy.asarray(tags, dtype=numpy.uint64)
-        elements = numpy.array([self._element_of(o, t, strings) for o, t in zip(orths, tags)], dtype=numpy.uint64)
+        # One dict lookup per token for its lowercase atom and pattern element.
+        lexical = self._lexical
+        pairs = [lexical.get((o, t)) or self._add_lexical(o, t, strings) for o, t in zip(orths, tags)]
+        atoms[:, 1] = [p[0] for p in pairs]
+        elements = numpy.array([p[1] for p in pairs], dtype=numpy.uint64)
         is_vp = numpy.zeros((n,), dtype=numpy.uint8)
         chunks = doc.spans[self.chunks_key] if self.chunks_key in doc.spans else None
         if chunks is not None:
