@@ -3,6 +3,7 @@
     python scripts/evaluate_corpus.py training/chunker/model-best test.txt --reader conll2000
     python scripts/evaluate_corpus.py training/ner/model-best eng.testb --reader conll2003
     python scripts/evaluate_corpus.py training/ner_jnlpba/model-best Genia4EReval1.iob2 --reader iob2
+    python scripts/evaluate_corpus.py training/clauses/model-best test.txt --reader conll2001
 
 `spacy evaluate` reads .spacy files through spacy.Corpus, whose predicted Docs carry no POS tags;
 the readers here keep the file's POS tags on the predicted side (they are input in CoNLL-2000 and
@@ -20,9 +21,14 @@ import spacy
 
 from spacy_structperc.readers import (create_conll2000_reader, create_conll2003_reader,
                                       create_iob2_reader)
+from spacy_structperc.clauses.conll2001 import create_conll2001_reader
+from spacy_structperc.clauses.ud import create_ud_clauses_reader
 
 READERS = {"conll2000": create_conll2000_reader, "conll2003": create_conll2003_reader,
            "iob2": create_iob2_reader}
+# Clause corpora: words only on the predicted side (the pipeline's tagger and chunker annotate).
+READERS["conll2001"] = lambda path, part="all": create_conll2001_reader(path, pos=False, chunks=False)
+READERS["ud-clauses"] = lambda path, part="all": create_ud_clauses_reader(path, pos=False)
 
 
 def main(argv=None) -> int:

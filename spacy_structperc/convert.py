@@ -4,6 +4,8 @@
     python -m spacy_structperc.convert test.txt corpus/
     python -m spacy_structperc.convert eng.train corpus/ --format conll2003
     python -m spacy_structperc.convert Genia4ERtask1.iob2 corpus/ --format iob2 --heldout 1000
+    python -m spacy_structperc.convert train.txt corpus/ --format conll2001
+    python -m spacy_structperc.convert en_ewt-ud-train.conllu corpus/ --format ud-clauses
 
 CoNLL-2000 (--format conll2000, the default): each sentence becomes one Doc: words, POS tags in
 token.tag_, and the chunks (read as conlleval reads them) in doc.spans["chunks"].
@@ -15,6 +17,12 @@ sentences of one document into a Doc (with sentence starts; documents start at -
 ###MEDLINE: lines and a Doc never spans two of them); --n-sents 0 writes whole documents.
 The output is named after the input without a .txt/.iob2/.iob/.tsv/.conll suffix
 (eng.train -> eng.train.spacy, Genia4ERtask1.iob2 -> Genia4ERtask1.spacy).
+
+CoNLL-2001 clause files (--format conll2001, `word POS [chunk ...] clause`): each sentence
+becomes one Doc with the POS tags, the chunks when the file has a chunk column, and the clauses
+in doc.spans["clauses"] (--spans-key). CoNLL-U treebanks (--format ud-clauses): each sentence
+becomes one Doc with its tags and tree and the clauses the UD rule derives
+(spacy_structperc.clauses.ud) in doc.spans["clauses"].
 
 The corpora have no development split except CoNLL-2003 (eng.testa), so with --heldout N the
 last N sentences are written to NAME.heldout.spacy and the rest to NAME.train.spacy; without it
@@ -37,7 +45,7 @@ from .errors import Errors
 from .readers import (CONLL2003_READER, IOB2_READER, NerSentence, select_ner_part, ner_sentence_to_doc,
                       read_conll2000, read_conll2003, read_iob2, select_part, sentence_to_doc)
 
-FORMATS = ("conll2000", "conll2003", "iob2")
+FORMATS = ("conll2000", "conll2003", "iob2", "conll2001", "ud-clauses")
 TEXT_SUFFIXES = (".txt", ".iob2", ".iob", ".tsv", ".conll")
 
 
@@ -116,6 +124,27 @@ def convert_ner(input_path: Path, output_dir: Path, *, file_format: str = "conll
     return written
 
 
+def convert_clauses(input_path: Path, output_dir: Path, *, file_format: str = "conll2001",
+                    spans_key: str = "clauses", lang: str = "en") -> List[Path]:
+    """Write NAME.spacy from a CoNLL-2001 clause file or (file_format = "ud-clauses") a CoNLL-U
+    treebank, the clauses in doc.spans[spans_key]."""
+    from .clauses.conll2001 import conll2001_docs
+    from .clauses.ud import conllu_clause_docs
+
+    nlp = spacy.blank(lang)
+    if file_format == "conll2001":
+        docs = conll2001_docs(nlp.vocab, input_path, spans_key=spans_key)
+    else:
+        docs = conllu_clause_docs(nlp.vocab, input_path, spans_key=spans_key)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    name = input_path.stem if input_path.suffix in TEXT_SUFFIXES + (".conllu",) else input_path.name
+    path = output_dir / f"{name}.spacy"
+    DocBin(store_user_data=False, docs=docs).to_disk(path)
+    n_clauses = sum(len(d.spans[spans_key]) for d in docs)
+    print(f"{path}: {len(docs)} sentences, {sum(len(d) for d in docs)} words, {n_clauses} clauses")
+    return [path]
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m spacy_structperc.convert", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -125,7 +154,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                         help="input format (default conll2000)")
     parser.add_argument("--heldout", type=int, default=0,
                         help="hold out the last N sentences as a tuning set (CoNLL-2000 train: 1000)")
-    parser.add_argument("--spans-key", default="chunks", help="conll2000: the spans key of the chunks")
+    parser.add_argument("--spans-key", default="chunks", help="conll2000: the spans key of the chunks (conll2001 / ud-clauses: of the clauses, default clauses)")
     parser.add_argument("--n-sents", type=int, default=1,
                         help="conll2003/iob2: sentences per Doc within a document (0 = whole documents)")
     parser.add_argument("--no-pos", action="store_true", help="conll2003: leave the POS tags out")
@@ -134,6 +163,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         if args.file_format == "conll2000":
             convert(args.input, args.output_dir, args.heldout, args.spans_key, args.lang)
+        elif args.file_format in ("conll2001", "ud-clauses"):
+            key = "clauses" if args.spans_key == "chunks" else args.spans_key
+            convert_clauses(args.input, args.output_dir, file_format=args.file_format, spans_key=key, lang=args.lang)
         else:
             convert_ner(args.input, args.output_dir, file_format=args.file_format, heldout=args.heldout,
                         n_sents=args.n_sents, pos=not args.no_pos, lang=args.lang)

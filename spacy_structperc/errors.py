@@ -91,6 +91,26 @@ class Errors(metaclass=ErrorsWithCodes):
             "as UTF-8.")
 
     # S200-S239: structperc_clauses (FR-Perceptron clause identifier, CoNLL-2001 reader, UD rule).
+    S200 = ("{path}, line {line}: expected 'word POS [chunk ...] clause' (at least two "
+            "whitespace-separated fields, the clause tag last, of the form (S(S*, * or *S)S)), got "
+            "{text!r}. Fix or remove the line.")
+    S201 = ("{path}, line {line}: unbalanced clause brackets: {problem}. Every (S must be closed by "
+            "an S) in the same sentence; fix the clause column of the sentence.")
+    S202 = "The {reader} reader has no path; set it in [paths] (e.g. --paths.train)."
+    S203 = ("Component '{name}' needs part-of-speech tags (token.tag_), and a Doc has none. Put a "
+            "tagger before it in the pipeline (e.g. structperc_tagger), or give it tagged Docs.")
+    S204 = ("Component '{name}' found no clauses in doc.spans['{key}'] of the training examples. "
+            "Check that the corpus carries clause annotation under that key (the CoNLL-2001 and UD "
+            "clause readers write doc.spans['clauses']), or set spans_key to match it.")
+    S205 = ("{path}, line {line}: expected a CoNLL-U token line (10 tab-separated fields, ID and "
+            "HEAD integers), got {text!r}. Fix or remove the line.")
+    S206 = ("{path}: sentence ending at line {line} is not a tree: {problem}. Fix the HEAD column "
+            "(every word must lead to the root, with exactly one root).")
+    S207 = ("Unknown function form {value!r} for the clause model of component '{name}'; expected "
+            "one of {options}. 'primal' is the averaged perceptron, 'dual' the voted kernel "
+            "perceptron (spacy_structperc._core.kernel).")
+    S208 = ("Component '{name}' was asked for the dual (kernel) form, but this installation has no "
+            "kernel perceptron (spacy_structperc._core.kernel): {reason}. Use form = \"primal\".")
 
     # S240-S279: k-best reranking.
     S240 = ("Unknown reranking learner '{learner}'. Set the reranker block's learner to one of "
@@ -166,6 +186,10 @@ class Warnings(metaclass=ErrorsWithCodes):
             "been told which epoch it is in, so its weights will never be reset to their average. "
             "Add [training.before_update] @callbacks = \"spacy-structperc.epoch_hook.v1\" to the "
             "config, or call start_epoch(epoch) yourself; set reset_every = 0 to silence this.")
+    # structperc_clauses (W200-W209)
+    W200 = ("Component '{name}' ignored {n} gold clause(s) while training: {reason}. Clauses must nest "
+            "or be disjoint, and lie inside one sentence of the Doc; fix the corpus or the Doc's "
+            "sentence boundaries to train on them.")
     # NER corpus readers (W010-W019)
     W010 = ("{path}: {n} tag(s) I-X do not continue an entity of type X (first at line {line}), "
             "which IOB2 does not allow; they were read as conlleval reads them, each starting a "

@@ -11,6 +11,9 @@ from .pipeline.chunker import StructuredChunker
 from .pipeline.ner import LatentEntityRecognizer
 from .pipeline.parser import StructuredParser
 from .pipeline.tagger import StructuredTagger
+from .clauses import registry as _clause_registry  # noqa: F401  (clause model, features, readers)
+from .clauses.component import ClauseIdentifier
+from .clauses.model import ClauseModel
 
 DEFAULT_TAGGER_MODEL = Config().from_str("""
 [model]
@@ -260,3 +263,42 @@ def make_parser(nlp: Language, name: str, model: ParserModel, decoder: str, look
                               scorer=scorer, reranker=reranker)
     parser._bind_language(nlp)
     return parser
+
+
+DEFAULT_CLAUSES_MODEL = Config().from_str("""
+[model]
+@architectures = "spacy-structperc.ClauseRanker.v1"
+n_buckets = 262144
+context = 3
+form = "primal"
+degree = 2
+
+[model.features]
+@misc = "spacy-structperc.clause_features.v1"
+window = 3
+conjunctions = true
+""")["model"]
+
+
+# Clause identification (carreras2003): start/end filters and a phrase scorer trained with the
+# FR-Perceptron; reads token.tag_ and, when present, the chunks in doc.spans[chunks_key].
+@Language.factory(
+    "structperc_clauses",
+    assigns=["doc.spans"],
+    requires=["token.tag"],
+    default_config={
+        "model": DEFAULT_CLAUSES_MODEL,
+        "spans_key": "clauses",
+        "label": "S",
+        "chunks_key": "chunks",
+        "method": "fr",
+        "max_boundaries": 100,
+        "max_span": 0,
+        "scorer": {"@scorers": "spacy-structperc.clause_scorer.v1"},
+    },
+    default_score_weights={"spans_clauses_f": 1.0, "spans_clauses_p": 0.0, "spans_clauses_r": 0.0},
+)
+def make_clauses(nlp: Language, name: str, model: ClauseModel, spans_key: str, label: str, chunks_key: str,
+                 method: str, max_boundaries: int, max_span: int, scorer: Optional[Callable]) -> ClauseIdentifier:
+    return ClauseIdentifier(nlp.vocab, model, name, spans_key=spans_key, label=label, chunks_key=chunks_key,
+                            method=method, max_boundaries=max_boundaries, max_span=max_span, scorer=scorer)

@@ -80,6 +80,17 @@ def _field(msg: dict, key: str, kind, default=None):
     return value
 
 
+def check_header(msg, kind: str, supported: int, component: str, what: str) -> None:
+    """A saved model's msgpack map must name its kind and a format version this code reads."""
+    if not isinstance(msg, dict) or msg.get("kind") != kind:
+        raise ValueError(Errors.S006.format(name=component, reason=f"no spacy-structperc {what} header"))
+    version = msg.get("format_version")
+    if not isinstance(version, int):
+        raise ValueError(Errors.S006.format(name=component, reason="missing format version"))
+    if version > supported:
+        raise ValueError(Errors.S007.format(name=component, found=version, supported=supported))
+
+
 class PerceptronModel:
     def __init__(self, templates: Sequence[dict], n_buckets: int = 1 << 20):
         if n_buckets < 1:
@@ -241,13 +252,8 @@ class PerceptronModel:
         return self._fields(msg, component, verified)
 
     def _fields(self, msg, component: str, verified: bool) -> dict:
-        if not isinstance(msg, dict) or msg.get("kind") != MODEL_KIND:
-            raise ValueError(Errors.S006.format(name=component, reason="no spacy-structperc weights header"))
-        version = msg.get("format_version")
-        if not isinstance(version, int):
-            raise ValueError(Errors.S006.format(name=component, reason="missing format version"))
-        if version > FORMAT_VERSION:
-            raise ValueError(Errors.S007.format(name=component, found=version, supported=FORMAT_VERSION))
+        check_header(msg, MODEL_KIND, FORMAT_VERSION, component, "weights")
+        version = msg["format_version"]
         if version >= 2 and not verified:
             raise ValueError(Errors.S121.format(name=component))
         try:
