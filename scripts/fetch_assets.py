@@ -3,7 +3,8 @@
 For every asset of project.yml (those marked `extra`, the corpora other than UD English EWT, only
 with --extra or when --only names them), in this order:
 1. `dest` already exists with the MD5 checksum project.yml gives: nothing to do;
-2. a LOCAL_DIR holds a file with the same name: it is checked against the checksum and copied;
+2. a LOCAL_DIR holds a file with the same name (the one whose checksum matches, when several do):
+   it is checked against the checksum and copied;
 3. otherwise the asset's `url` (a URL or a local path) is fetched the way `spacy project assets`
    fetches it, and checked.
 A file with the wrong checksum is never left in place, and the script exits non-zero. A
@@ -43,7 +44,11 @@ def place(asset: dict, local_dirs) -> str:
     checksum = asset.get("checksum")
     if dest.is_file() and (checksum is None or md5(dest) == checksum):
         return "already in place"
-    local = next((d / dest.name for d in local_dirs if (d / dest.name).is_file()), local_dirs[0] / dest.name)
+    # Corpora share file names (CoNLL-2000's and ptb_clauses' train.txt): prefer the local copy
+    # whose checksum matches, else the first by name (whose mismatch is then reported).
+    copies = [d / dest.name for d in local_dirs if (d / dest.name).is_file()]
+    local = next((c for c in copies if checksum is None or md5(c) == checksum),
+                 copies[0] if copies else local_dirs[0] / dest.name)
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.with_name(dest.name + ".part")
     if local.is_file():

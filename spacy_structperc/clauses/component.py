@@ -11,7 +11,7 @@ bottom-up search of eq. 1 picks the best coherent set (spacy_structperc._core.sp
 Training (`method`): "fr" is the FR-Perceptron feedback of §3.1, "co" and "cb" the online and
 batch classification baselines of Table 1 (CO-VP, CB-VP).
 
-Bad input: a Doc without tags raises S203; empty Docs get no clauses; a sentence of one token
+Bad input: a Doc without tags raises S300 (the shared missing-input error; S203 if the features are called directly); empty Docs get no clauses; a sentence of one token
 can have one clause. Gold clauses that cross a sentence boundary of the predicted Doc, or cross
 another gold clause, cannot be represented: they are left out of training (warning W200), and
 the scorer still counts them as missed.
@@ -54,7 +54,6 @@ class ClauseIdentifier(PerceptronPipe):
                          chunks_key=chunks_key, method=method, max_boundaries=max_boundaries,
                          max_span=max_span)
         self._atoms = ClauseAtoms(name, chunks_key)
-        self._recognizer: Optional[SpanRecognizer] = None
 
     # Labels and model --------------------------------------------------------------------------
 
@@ -66,21 +65,22 @@ class ClauseIdentifier(PerceptronPipe):
         if label != self.cfg["label"]:
             raise ValueError(Errors.S004.format(label=label, name=self.name))
 
-    def _labels_changed(self) -> None:
-        self._recognizer = None
-
     @property
     def recognizer(self) -> SpanRecognizer:
-        if self._recognizer is None or self._recognizer.start_fn is not self.model.functions["start"]:
-            self._recognizer = self.model.recognizer(self.cfg["max_boundaries"], self.cfg["max_span"])
-        return self._recognizer
+        """This thread's recognizer (its sentence buffers are per thread, the functions shared),
+        rebuilt when the functions change (initialize, load)."""
+        slot = self._thread_extra()
+        rec = slot.get("recognizer")
+        if rec is None or slot.get("generation") != self._decoding.generation or \
+                rec.start_fn is not self.model.functions["start"]:
+            rec = self.model.recognizer(self.cfg["max_boundaries"], self.cfg["max_span"])
+            slot["recognizer"] = rec
+            slot["generation"] = self._decoding.generation
+        return rec
 
     def _require_initialized(self) -> None:
         if not self.model.is_initialized or not self.labels:
-            raise ValueError(Errors.S001.format(name=self.name, factory=self.factory_name))
-
-    def _check_loaded_model(self) -> None:
-        self._recognizer = None
+            raise ValueError(Errors.S001.format(name=self.name))
 
     def initialize(self, get_examples, *, nlp=None, labels: Optional[Iterable[str]] = None) -> None:
         """Check that the training examples carry clauses and start from zero functions. The one
@@ -103,7 +103,7 @@ class ClauseIdentifier(PerceptronPipe):
         self.cfg["labels"] = [self.cfg["label"]]
         self.vocab.strings.add(self.cfg["label"])
         self.model.initialize(self.name)
-        self._recognizer = None
+        self._labels_changed()
 
     def add_label(self, label: str) -> int:
         if not isinstance(label, str):

@@ -7,6 +7,7 @@ with degree 2) from `spacy_structperc._core.kernel`. Saved as msgpack of numpy b
 or of the kernel perceptron's own bytes (dual), never pickle.
 """
 import io
+import threading
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
@@ -17,9 +18,10 @@ from .._core.span_ranker import ATOM_NAMES, LinearFunction, ObjectFunction, Prim
 from .._core.templates import TemplateSet
 from .._core.weights import AveragedWeights
 from ..errors import Errors
-from ..model import check_header
+from ..model import _verify_checksum, check_header, pack_model_msg
 
-FORMAT_VERSION = 1
+# Version 2 as the weights files: the format that ends with a checksum of its payload.
+FORMAT_VERSION = 2
 MODEL_KIND = "spacy-structperc.ClauseRanker"
 FUNCTIONS = ("start", "end", "score")
 FORMS = ("primal", "dual")
@@ -34,9 +36,12 @@ class DualFunction:
         self.perceptron = perceptron
         self.prediction = prediction
         self.mode = prediction
+        # The kernel perceptron scores through scratch buffers of its own: one thread at a time.
+        self._lock = threading.Lock()
 
     def score(self, keys) -> float:
-        return self.perceptron.score(keys, mode=self.mode)
+        with self._lock:
+            return self.perceptron.score(keys, mode=self.mode)
 
     def update(self, keys, delta: float) -> None:
         self.perceptron.update(keys, delta)
@@ -132,50 +137,90 @@ class ClauseModel:
             msg["functions"] = out
         return msg
 
+    @property
+    def atom_names(self) -> Sequence[str]:
+        """The atoms the word templates read (the pipe declares token.tag from these)."""
+        return ATOM_NAMES
+
     def to_bytes(self, component: str = "") -> bytes:
-        return srsly.msgpack_dumps(self._msg())
+        """msgpack with a checksum of the payload as its last entry, as the other models."""
+        return pack_model_msg(self._msg())
 
     def to_file(self, path) -> None:
         Path(path).write_bytes(self.to_bytes())
 
     def from_file(self, path, component: str = "") -> "ClauseModel":
-        return self.from_bytes(Path(path).read_bytes(), component)
+        self.apply(self.parse_file(path, component))
+        return self
 
     def from_bytes(self, data: bytes, component: str = "") -> "ClauseModel":
+        self.apply(self.parse_bytes(data, component))
+        return self
+
+    def parse_file(self, path, component: str = "") -> dict:
+        try:
+            data = Path(path).read_bytes()
+        except OSError as e:
+            raise ValueError(Errors.S006.format(name=component, reason=f"cannot read {path} ({type(e).__name__})")) from None
+        return self.parse_bytes(data, component)
+
+    def parse_bytes(self, data: bytes, component: str = "") -> dict:
+        """Everything a model file holds, checked (checksum first) and decoded, without changing
+        this model: loading is all-or-nothing."""
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise ValueError(Errors.S006.format(name=component, reason=f"expected bytes, got {type(data).__name__}"))
+        if not _verify_checksum(data, component):
+            raise ValueError(Errors.S121.format(name=component))
         try:
             msg = srsly.msgpack_loads(data)
         except Exception as e:
             raise ValueError(Errors.S006.format(name=component, reason=f"not msgpack ({type(e).__name__})")) from None
         check_header(msg, MODEL_KIND, FORMAT_VERSION, component, "clause model")
         try:
-            self.set_templates(msg["templates"])
-            self.n_buckets = int(msg["n_buckets"])
-            self.context = int(msg["context"])
-            self.form = str(msg["form"])
-            self.kernel_settings = dict(msg["kernel"])
+            fields = {"templates": msg["templates"], "n_buckets": int(msg["n_buckets"]),
+                      "context": int(msg["context"]), "form": str(msg["form"]),
+                      "kernel": dict(msg["kernel"]), "functions": None,
+                      # the shared pipe code checks weight columns against labels: one, always
+                      "weights": None, "n_classes": 1}
+            # fails here, not half-way through apply
+            TemplateSet([dict(name=t["name"], parts=[list(p) for p in t["parts"]]) for t in fields["templates"]],
+                        list(ATOM_NAMES))
             functions = msg["functions"]
-            if functions is None:
-                self.functions = None
-                return self
-            loaded = {}
-            for f in FUNCTIONS:
-                part = functions[f]
-                if "dual" in part:
-                    from .._core import kernel
-                    perceptron = kernel.DualPerceptron(kernel.PolynomialKernel(**self.kernel_settings))
-                    loaded[f] = ObjectFunction(DualFunction(perceptron.from_bytes(part["dual"])))
-                    continue
-                keys = numpy.frombuffer(part["keys"], dtype="<u8").astype(numpy.uint64)
-                weights = numpy.frombuffer(part["weights"], dtype="<f4").astype(numpy.float32)
-                if len(weights) != len(keys):
-                    raise ValueError(f"{len(keys)} keys for {len(weights)} weights in function {f!r}")
-                table = AveragedWeights(1, max(self.n_buckets, 2 * len(keys)))
-                table.load_arrays(keys, weights.reshape((len(keys), 1)))
-                loaded[f] = PrimalFunction(table)
-            self.functions = loaded
-        except (KeyError, TypeError, ValueError, ImportError, AttributeError) as e:
+            if functions is not None:
+                loaded = {}
+                for f in FUNCTIONS:
+                    part = functions[f]
+                    if "dual" in part:
+                        from .._core import kernel
+                        perceptron = kernel.DualPerceptron(kernel.PolynomialKernel(**fields["kernel"]))
+                        loaded[f] = ObjectFunction(DualFunction(perceptron.from_bytes(part["dual"])))
+                        continue
+                    keys = numpy.frombuffer(part["keys"], dtype="<u8").astype(numpy.uint64)
+                    weights = numpy.frombuffer(part["weights"], dtype="<f4").astype(numpy.float32)
+                    if len(weights) != len(keys):
+                        raise ValueError(f"{len(keys)} keys for {len(weights)} weights in function {f!r}")
+                    if not numpy.isfinite(weights).all():
+                        raise ValueError(Errors.S122.format(name=component, n=int((~numpy.isfinite(weights)).sum())))
+                    table = AveragedWeights(1, max(fields["n_buckets"], 2 * len(keys)))
+                    table.load_arrays(keys, weights.reshape((len(keys), 1)))
+                    loaded[f] = PrimalFunction(table)
+                fields["functions"] = loaded
+        except ValueError as e:
+            if str(e).startswith("[S"):
+                raise
+            raise ValueError(Errors.S006.format(name=component, reason=f"ValueError: {e}")) from None
+        except (KeyError, TypeError, ImportError, AttributeError) as e:
             raise ValueError(Errors.S006.format(name=component, reason=f"{type(e).__name__}: {e}")) from None
-        return self
+        return fields
+
+    def apply(self, fields: dict) -> None:
+        """Take the parsed contents of a model file (from parse_bytes / parse_file)."""
+        self.set_templates(fields["templates"])
+        self.n_buckets = fields["n_buckets"]
+        self.context = fields["context"]
+        self.form = fields["form"]
+        self.kernel_settings = fields["kernel"]
+        self.functions = fields["functions"]
 
     def __reduce__(self):
         return (_rebuild, (self.template_specs, self.n_buckets, self.context, self.form, self.kernel_settings,

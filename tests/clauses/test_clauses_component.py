@@ -174,7 +174,7 @@ def test_uninitialized_and_empty_training_raise_naming_the_pipe():
 
 
 def test_doc_without_tags_raises_naming_the_pipe(trained):
-    with pytest.raises(ValueError, match=r"\[S203\].*structperc_clauses"):
+    with pytest.raises(ValueError, match=r"\[S300\].*structperc_clauses"):
         trained(Doc(trained.vocab, words=["He", "left"]))
 
 
