@@ -21,7 +21,7 @@ TEXTS = [
     "",
 ]
 EPOCHS = 3
-pytestmark = pytest.mark.slow   # trains three components (about 10 s)
+pytestmark = pytest.mark.slow   # trains four components (about 15 s)
 
 
 def train(nlp, examples, epochs=EPOCHS):
@@ -56,6 +56,20 @@ def chunker(data_dir):
     return train(nlp, list(reader(nlp)))
 
 
+def clauses(data_dir, chunker_nlp):
+    """The clause identifier on ptb_clauses, with the file's tags and the trained chunker's chunks
+    on its input (as configs/clauses.cfg trains it behind a tagger and a sourced chunker)."""
+    nlp = spacy.blank("en", vocab=chunker_nlp.vocab)   # the chunker writes labels of its vocab
+    nlp.add_pipe("structperc_clauses", name="clauses")
+    reader = registry.readers.get("spacy-structperc.conll2001_reader.v1")(
+        data_dir / "ptb_clauses" / "train.txt", pos=True, chunks=False, limit=300)
+    examples = list(reader(nlp))
+    chunker_pipe = chunker_nlp.get_pipe("chunker")
+    for eg in examples:
+        chunker_pipe(eg.predicted)
+    return train(nlp, examples)
+
+
 def ner(data_dir):
     nlp = spacy.blank("en")
     model = {"@architectures": "spacy-structperc.AveragedPerceptron.v1",
@@ -70,8 +84,11 @@ def ner(data_dir):
 def assembled_dir(data_dir, require_corpus, tmp_path_factory):
     require_corpus(data_dir / "conll2000" / "train.txt")
     require_corpus(data_dir / "conll2003" / "eng.train")
+    require_corpus(data_dir / "ptb_clauses" / "train.txt")
     tmp = tmp_path_factory.mktemp("pipeline_en")
-    parts = {"tagger_parser": tagger_parser(data_dir, tmp), "chunker": chunker(data_dir), "ner": ner(data_dir)}
+    chunker_nlp = chunker(data_dir)
+    parts = {"tagger_parser": tagger_parser(data_dir, tmp), "chunker": chunker_nlp,
+             "clauses": clauses(data_dir, chunker_nlp), "ner": ner(data_dir)}
     overrides = {}
     for name, nlp in parts.items():
         nlp.to_disk(tmp / name)
@@ -89,7 +106,7 @@ def pipeline(assembled_dir):
 
 
 def test_assembled_pipeline_has_every_component_in_order(pipeline):
-    assert pipeline.pipe_names == ["tagger", "parser", "chunker", "ner"]
+    assert pipeline.pipe_names == ["tagger", "parser", "chunker", "clauses", "ner"]
     assert pipeline.analyze_pipes()["problems"] == {name: [] for name in pipeline.pipe_names}
     assert set(pipeline.get_pipe("ner").labels) == {"PER", "ORG", "LOC", "MISC"}
 
@@ -107,6 +124,10 @@ def test_raw_text_gets_every_annotation(pipeline, text):
     assert sents and sents[0].start == 0 and sents[-1].end == len(doc)
     assert sum(1 for t in doc if t.dep_ == "ROOT") == len(sents)
     assert "chunks" in doc.spans and len(doc.spans["chunks"]) > 0
+    # Clauses (label S) lie inside the parser's sentences: the clause identifier reads them.
+    found = doc.spans["clauses"]
+    assert len(found) > 0 and all(c.label_ == "S" for c in found)
+    assert all(any(s.start <= c.start and c.end <= s.end for s in sents) for c in found)
     assert all(t.ent_iob_ in ("B", "I", "O") for t in doc)
 
 
@@ -117,6 +138,7 @@ def test_pipe_matches_call_and_keeps_preset_entities(pipeline):
         one = pipeline(text)
         assert [(t.tag_, t.dep_, t.head.i) for t in doc] == [(t.tag_, t.dep_, t.head.i) for t in one]
         assert [(e.start, e.end, e.label_) for e in doc.ents] == [(e.start, e.end, e.label_) for e in one.ents]
+        assert [(c.start, c.end) for c in doc.spans["clauses"]] == [(c.start, c.end) for c in one.spans["clauses"]]
 
 
 @pytest.mark.slow
@@ -150,8 +172,9 @@ def test_packaged_wheel_installs_into_a_fresh_venv_and_loads(assembled_dir, tmp_
         import spacy
         nlp = spacy.load("en_structperc_test")
         doc = nlp("I went home. Then I slept in London.")
-        assert nlp.pipe_names == ["tagger", "parser", "chunker", "ner"], nlp.pipe_names
+        assert nlp.pipe_names == ["tagger", "parser", "chunker", "clauses", "ner"], nlp.pipe_names
         assert doc.has_annotation("DEP") and doc.has_annotation("POS") and "chunks" in doc.spans
+        assert "clauses" in doc.spans
         print(nlp.meta["name"], len(list(doc.sents)))
     """)
     run = subprocess.run([str(python), "-c", script], capture_output=True, text=True, timeout=300, cwd=tmp_path)
