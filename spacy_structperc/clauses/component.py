@@ -46,9 +46,9 @@ class ClauseIdentifier(PerceptronPipe):
                                                     requirement="a non-empty string"))
         if method not in METHODS:
             raise ValueError(Errors.S008.format(setting="method", value=method, name=name, options=list(METHODS)))
-        for setting, value, low in (("max_boundaries", max_boundaries, 1), ("max_span", max_span, 0)):
-            if not isinstance(value, int) or isinstance(value, bool) or value < low:
-                raise ValueError(Errors.S012.format(setting=setting, name=name, value=value,
+        for setting, number, low in (("max_boundaries", max_boundaries, 1), ("max_span", max_span, 0)):
+            if not isinstance(number, int) or isinstance(number, bool) or number < low:
+                raise ValueError(Errors.S012.format(setting=setting, name=name, value=number,
                                                     requirement=f"an integer >= {low}"))
         super().__init__(vocab, model, name, scorer=scorer, spans_key=spans_key, label=label,
                          chunks_key=chunks_key, method=method, max_boundaries=max_boundaries,

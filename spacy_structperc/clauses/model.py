@@ -9,7 +9,7 @@ or of the kernel perceptron's own bytes (dual), never pickle.
 import io
 import threading
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 import numpy
 import srsly
@@ -74,7 +74,7 @@ class ClauseModel:
         self.n_buckets = int(n_buckets)
         self.context = int(context)
         self.form = form
-        self.kernel_settings = {"degree": int(degree), "coef0": float(coef0), "gamma": float(gamma)}
+        self.kernel_settings: Dict[str, Any] = {"degree": int(degree), "coef0": float(coef0), "gamma": float(gamma)}
         self.functions: Optional[Dict[str, LinearFunction]] = None
         self.set_templates(features)
 
@@ -108,8 +108,11 @@ class ClauseModel:
         self.functions = {f: self._new_function(name) for f in FUNCTIONS}
 
     def recognizer(self, max_boundaries: int, max_span: int) -> SpanRecognizer:
-        return SpanRecognizer(self.templates, self.functions["start"], self.functions["end"],
-                              self.functions["score"], max_boundaries, max_span, self.context)
+        # The component checks initialization (S001) before it asks for a recognizer.
+        assert self.functions is not None, "ClauseModel.recognizer before initialize"
+        fns = self.functions
+        return SpanRecognizer(self.templates, fns["start"], fns["end"], fns["score"],
+                              max_boundaries, max_span, self.context)
 
     def set_averaged(self, value: bool) -> None:
         for fn in (self.functions or {}).values():
@@ -132,8 +135,10 @@ class ClauseModel:
                 if isinstance(fn, PrimalFunction):
                     keys, weights = fn.weights.to_arrays(averaged=True, prune=True)
                     out[f] = {"keys": keys.astype("<u8").tobytes(), "weights": weights.astype("<f4").tobytes()}
-                else:
+                elif isinstance(fn, ObjectFunction):
                     out[f] = {"dual": fn.obj.to_bytes()}
+                else:
+                    raise TypeError(f"cannot serialize a {type(fn).__name__} ({f!r})")
             msg["functions"] = out
         return msg
 
@@ -187,7 +192,7 @@ class ClauseModel:
                         list(ATOM_NAMES))
             functions = msg["functions"]
             if functions is not None:
-                loaded = {}
+                loaded: Dict[str, LinearFunction] = {}
                 for f in FUNCTIONS:
                     part = functions[f]
                     if "dual" in part:

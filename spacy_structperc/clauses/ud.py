@@ -31,7 +31,7 @@ genres (lists, emails) have no PTB counterpart. Questions (SQ, SBARQ) and invers
 just clauses here, as they are in the CoNLL-2001 task (all labels S).
 """
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, List, Optional, Sequence, Set, Tuple, Union
+from typing import AbstractSet, Callable, Iterable, Iterator, List, Optional, Sequence, Set, Tuple, Union
 
 from spacy.language import Language
 from spacy.tokens import Doc, Span
@@ -73,7 +73,7 @@ class _Tree:
     def kids(self, i: int, rels: Set[str]) -> List[int]:
         return [c for c in self.children[i] if _base(self.deps[c]) in rels or self.deps[c] in rels]
 
-    def subtree(self, i: int, skip: Set[int] = frozenset()) -> List[int]:
+    def subtree(self, i: int, skip: AbstractSet[int] = frozenset()) -> List[int]:
         out, stack = [], [i]
         while stack:
             j = stack.pop()
@@ -165,9 +165,9 @@ def ud_clauses(heads: Sequence[int], deps: Sequence[str], upos: Sequence[str], x
                 if inner_start < inner_end and (inner_start, inner_end) != (own_start, own_end):
                     spans.add((inner_start, inner_end))
     kept: List[Clause] = []
-    for c in sorted(spans, key=lambda c: (c[0], -c[1])):
-        if not any(a < c[0] < b < c[1] or c[0] < a < c[1] < b for a, b in kept):
-            kept.append(c)
+    for span in sorted(spans, key=lambda sp: (sp[0], -sp[1])):
+        if not any(a < span[0] < b < span[1] or span[0] < a < span[1] < b for a, b in kept):
+            kept.append(span)
     return kept
 
 
