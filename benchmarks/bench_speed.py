@@ -506,8 +506,16 @@ def main(argv=None) -> int:
         if peer_key in peers:
             run.measure("spacy", f"{task} (efficiency cfg, at most {args.spacy_max_steps} steps)", dataset,
                         peers[peer_key])
+    # A re-run replaces the rows of the tasks it measured and all training rows (it reports every
+    # model, trained or cached); the others stay.
+    measured = set(tasks)
+
+    def replaced(row: Dict[str, Any]) -> bool:
+        return row["setting"].startswith("train ") or row["setting"].rsplit(" (", 1)[0] in measured
+
     C.save_results(results_dir / f"{COMPONENT}.json", COMPONENT, run.rows, run.details,
-                   replace=lambda r: False, errors=run.errors, command=command, quick=args.quick,
+                   replace=replaced, drop_detail=lambda k: replaced({"setting": k.split(" | ", 1)[-1]}),
+                   errors=run.errors, command=command, quick=args.quick,
                    code=args.code or f"git {C.git_revision()}", notes=NOTES)
     print(f"done in {time.time() - t0:.0f}s", flush=True)
     return 1 if run.errors else 0
