@@ -61,13 +61,18 @@ PEERS_TRAINED = {
     "ner_conll2003": ("ner", "conll2003"),
 }
 # Tasks: name -> (dataset, our model, the peer's model). Assembled models are built from the
-# trained ones (see assemble()).
+# trained ones (see assemble() and BUILT_FROM).
 TASKS = {
     "tagger": ("ud_en_ewt", "tagger", "tagger"),
     "tagger+parser": ("ud_en_ewt", "tagger_parser", "tagger_parser"),
     "chunker (with tagger)": ("conll2000", "tagger+chunker", "ner_chunks"),
     "ner (with tagger)": ("conll2003", "tagger+ner", "ner_conll2003"),
     "pipeline_en": ("ud_en_ewt", "pipeline_en", "pipeline_en"),
+}
+BUILT_FROM = {
+    "structperc": {"tagger+chunker": ("tagger", "chunker"), "tagger+ner": ("tagger", "ner"),
+                   "pipeline_en": ("tagger_parser", "chunker", "ner")},
+    "spacy": {"pipeline_en": ("tagger_parser", "ner_conll2003", "ner_chunks")},
 }
 NOTES = [
     "wps_gold_words: words/s of nlp.pipe over the test split's gold words, one Doc per sentence, "
@@ -210,21 +215,25 @@ def train_peer(key: str, paths: Dict[str, str], out_dir: str, max_steps: int, qu
     return {"metrics": {}, "run": run}
 
 
-def assemble(kind: str, models: Dict[str, str], out_dir: str) -> Dict[str, Any]:
-    """Build a pipeline from trained ones and save it to ``out_dir``."""
+def assemble(kind: str, models: Dict[str, str], out_dir: str, which: List[str]) -> Dict[str, Any]:
+    """Build the pipelines ``which`` (keys of BUILT_FROM) from trained ones under ``out_dir``."""
     import spacy
 
     Path(out_dir).mkdir(parents=True, exist_ok=True)
+    built = {}
     if kind == "ours":
         import spacy_structperc  # noqa: F401
         from spacy.util import load_config, load_model_from_config
 
-        built = {}
         for comp in ("chunker", "ner"):
+            if f"tagger+{comp}" not in which:
+                continue
             nlp = spacy.load(models["tagger"])
             nlp.add_pipe(comp, source=spacy.load(models[comp]))
             nlp.to_disk(Path(out_dir) / f"tagger+{comp}")
             built[f"tagger+{comp}"] = str(Path(out_dir) / f"tagger+{comp}")
+        if "pipeline_en" not in which:
+            return {"metrics": {}, "built": built}
         config = load_config(CONFIGS / "pipeline_en.cfg", interpolate=False, overrides={
             "paths.tagger_parser": models["tagger_parser"], "paths.chunker": models["chunker"],
             "paths.ner": models["ner"]})
@@ -238,7 +247,8 @@ def assemble(kind: str, models: Dict[str, str], out_dir: str) -> Dict[str, Any]:
         src.replace_listeners("tok2vec", "ner", ["model.tok2vec"])
         nlp.add_pipe("ner", name=name, source=src)
     nlp.to_disk(Path(out_dir) / "pipeline_en")
-    return {"metrics": {}, "built": {"pipeline_en": str(Path(out_dir) / "pipeline_en")}}
+    built["pipeline_en"] = str(Path(out_dir) / "pipeline_en")
+    return {"metrics": {}, "built": built}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -381,6 +391,7 @@ class Run:
         self.rows: List[Dict[str, Any]] = []
         self.details: Dict[str, Any] = {}
         self.errors: Dict[str, str] = {}
+        self.train_prefixes: List[str] = []  # of the training rows this run reports
         self.me = Path(__file__).resolve()
 
     def job(self, label: str, func: str, **kwargs) -> Optional[Dict[str, Any]]:
@@ -415,11 +426,14 @@ class Run:
             print(f"{label}: cached ({info['date']}, git {info['git']})", flush=True)
         return info["run"]["model_dir"], info
 
-    def train_all(self) -> Dict[str, Dict[str, str]]:
+    def train_all(self, needed: Dict[str, set]) -> Dict[str, Dict[str, str]]:
+        """Our and the peers' models that ``needed`` names, trained or from the cache."""
         a = self.args
         code = C.code_fingerprint("spacy_structperc")
         models: Dict[str, Dict[str, str]] = {"structperc": {}, "spacy": {}}
         for key, (config, dataset) in OURS_TRAINED.items():
+            if key not in needed["structperc"]:
+                continue
             fp = {"config": (CONFIGS / config).read_text(), "code": code, "epochs": a.epochs, "quick": a.quick}
             got = self.trained("structperc", key, "train_ours", fp, epochs=a.epochs, quick=a.quick)
             if got:
@@ -429,6 +443,8 @@ class Run:
         import importlib.metadata as md
 
         for key, (pipeline, dataset) in PEERS_TRAINED.items():
+            if key not in needed["spacy"]:
+                continue
             fp = {"pipeline": pipeline, "spacy": md.version("spacy"), "steps": a.spacy_max_steps, "quick": a.quick}
             got = self.trained("spacy", key, "train_peer", fp, max_steps=a.spacy_max_steps, quick=a.quick)
             if got:
@@ -438,6 +454,8 @@ class Run:
         return models
 
     def _train_rows(self, system: str, setting: str, dataset: str, info: Dict[str, Any]) -> None:
+        # What names the model whatever its epochs or steps: "train parser.cfg", "train ner on conll2000,"
+        self.train_prefixes.append(setting.split(", ")[0] + ("," if system == "spacy" else ""))
         self.add(system, setting, dataset, {"train_seconds": info["run"]["seconds"],
                                             "train_peak_rss_mb": info["peak_rss_mb"]})
         self.details[f"{system} | {setting}"] = {k: info[k] for k in ("run", "date", "git", "load_avg_before",
@@ -507,16 +525,24 @@ def main(argv=None) -> int:
     command = "python benchmarks/bench_speed.py " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
     t0 = time.time()
     run = Run(args, prepare_data(root, work, args.quick), run_dir)
-    models = run.train_all()
+    needed: Dict[str, set] = {"structperc": set(), "spacy": set()}
+    build: Dict[str, List[str]] = {"structperc": [], "spacy": []}
+    for task in tasks:
+        for system, key in zip(("structperc", "spacy"), TASKS[task][1:]):
+            if key in BUILT_FROM[system]:
+                build[system].append(key)
+                needed[system].update(BUILT_FROM[system][key])
+            else:
+                needed[system].add(key)
+    models = run.train_all(needed)
+    for system, kind in (("structperc", "ours"), ("spacy", "spacy")):
+        which = [k for k in build[system] if all(m in models[system] for m in BUILT_FROM[system][k])]
+        if which:
+            res = run.job(f"assemble {system} {', '.join(which)}", "assemble", kind=kind, models=models[system],
+                          out_dir=str(run_dir / "assembled" / system), which=which)
+            if res:
+                models[system].update(res["built"])
     ours, peers = models["structperc"], models["spacy"]
-    if all(k in ours for k in OURS_TRAINED):
-        res = run.job("assemble structperc", "assemble", kind="ours", models=ours, out_dir=str(run_dir / "assembled" / "structperc"))
-        if res:
-            ours.update(res["built"])
-    if all(k in peers for k in ("tagger_parser", "ner_chunks", "ner_conll2003")):
-        res = run.job("assemble spacy", "assemble", kind="spacy", models=peers, out_dir=str(run_dir / "assembled" / "spacy"))
-        if res:
-            peers.update(res["built"])
     for task in tasks:
         dataset, our_key, peer_key = TASKS[task]
         if our_key in ours:
@@ -525,12 +551,14 @@ def main(argv=None) -> int:
         if peer_key in peers:
             run.measure("spacy", f"{task} (efficiency cfg, at most {args.spacy_max_steps} steps)", dataset,
                         peers[peer_key])
-    # A re-run replaces the rows of the tasks it measured and all training rows (it reports every
-    # model, trained or cached); the others stay.
+    # A re-run replaces the rows of the tasks it measured and the training rows of the models it
+    # used (trained or cached: "train parser.cfg..." or "train ner on conll2000, ..."); others stay.
     measured = set(tasks)
 
     def replaced(row: Dict[str, Any]) -> bool:
-        return row["setting"].startswith("train ") or row["setting"].rsplit(" (", 1)[0] in measured
+        if row["setting"].startswith("train "):
+            return any(row["setting"].startswith(p) for p in run.train_prefixes)
+        return row["setting"].rsplit(" (", 1)[0] in measured
 
     C.save_results(results_dir / f"{COMPONENT}.json", COMPONENT, run.rows, run.details,
                    replace=replaced, drop_detail=lambda k: replaced({"setting": k.split(" | ", 1)[-1]}),

@@ -344,7 +344,9 @@ def make_speed_plot(data: Dict[str, Any], path: Path, split: str = "test") -> Op
         ax.set_xticks(xs)
         ax.set_xticklabels([t.replace(" (with tagger)", "\n+ tagger") for t in tasks], fontsize=8, rotation=20)
     axes[0].legend(fontsize=8)
-    fig.suptitle(f"{data.get('code', '')} ({str(data.get('date', ''))[:10]})"
+    loads = [m["load_avg"] for m in cells.values() if m.get("load_avg") is not None]
+    fig.suptitle(f"{data.get('code', '')} ({str(data.get('date', ''))[:10]}"
+                 + (f"; shared 2-core machine, load average {min(loads):.0f}-{max(loads):.0f})" if loads else ")")
                  + (" QUICK SMOKE RUN" if data.get("quick") else ""), fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
