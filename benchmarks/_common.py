@@ -406,6 +406,75 @@ def spacy_train(
     return info
 
 
+GOLD_PREPROC_OVERRIDES = ("--corpora.train.gold_preproc", "true", "--corpora.dev.gold_preproc", "true")
+
+
+def spacy_init_config(path: Path, pipeline: str, optimize: str = "efficiency", lang: str = "en") -> Path:
+    """Write spaCy's own config for ``pipeline`` (e.g. "tagger,parser") with ``spacy init
+    config`` (the peers' configs: CPU, ``--optimize efficiency`` unless told)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run([sys.executable, "-m", "spacy", "init", "config", str(path), "--lang", lang,
+                    "--pipeline", pipeline, "--optimize", optimize, "--force"],
+                   check=True, stdout=subprocess.DEVNULL, env=child_env())
+    return path
+
+
+def train_spacy_peer(out_dir: Path, pipeline: str, train: Path, dev: Path, *,
+                     max_steps: Optional[int] = None, extra_overrides: Sequence[str] = (),
+                     gold_preproc: bool = True, optimize: str = "efficiency") -> Dict[str, Any]:
+    """The usual spaCy peer: ``spacy init config --pipeline PIPELINE --optimize efficiency``
+    trained with ``spacy train`` on gold tokens (``gold_preproc``), for at most ``max_steps``
+    (None or 0: the config's own stopping). Config in ``out_dir/config.cfg``, model under
+    ``out_dir/model``, log ``out_dir/train.log``; returns spacy_train's dict plus the
+    ``overrides`` used."""
+    out = Path(out_dir)
+    config = spacy_init_config(out / "config.cfg", pipeline, optimize=optimize)
+    overrides = list(GOLD_PREPROC_OVERRIDES) if gold_preproc else []
+    if max_steps:
+        overrides += ["--training.max_steps", str(max_steps)]
+    overrides += list(extra_overrides)
+    run = spacy_train(config, out / "model", train, dev, overrides=overrides, log_path=out / "train.log")
+    run["overrides"] = overrides
+    return run
+
+
+def code_fingerprint(*paths: str) -> str:
+    """A short hash of the code under ``paths`` (repo-relative) as it is now: the git tree of each
+    at HEAD plus any uncommitted change to it. Cached models are keyed on it, so a model trained
+    by older code is retrained rather than measured as the new code's."""
+    parts = []
+    for rel in paths or ("spacy_structperc",):
+        for cmd in (["git", "rev-parse", f"HEAD:{rel}"], ["git", "diff", "HEAD", "--", rel],
+                    ["git", "ls-files", "--others", "--exclude-standard", "--", rel]):
+            try:
+                out = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=30)
+                parts.append(out.stdout)
+            except Exception:
+                parts.append("?")
+    return hashlib.sha1("\n".join(parts).encode()).hexdigest()[:12]
+
+
+def dir_bytes(path: Path) -> int:
+    """Bytes of all files under ``path`` (or of the file itself)."""
+    path = Path(path)
+    if path.is_file():
+        return path.stat().st_size
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def current_rss_mb() -> Optional[float]:
+    """This process's resident set size now (VmRSS), in MB; None where /proc is missing."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
 # ---------------------------------------------------------------------------------------------
 # Running one system in a child process
 

@@ -370,8 +370,6 @@ def run_crfsuite(ds: Dict[str, Any], out_dir: str, params: Dict[str, Any], limit
 
 def run_spacy_ner(ds: Dict[str, Any], out_dir: str, max_steps: int, limits: Dict[str, int],
                   extra_overrides: Sequence[str] = (), predict_repeats: int = 1) -> Dict[str, Any]:
-    import subprocess
-
     import spacy
     from spacy.tokens import DocBin
 
@@ -383,15 +381,9 @@ def run_spacy_ner(ds: Dict[str, Any], out_dir: str, max_steps: int, limits: Dict
         docs = _docs(ds, which, limits.get("train" if name == "train" else "test", 0), nlp.vocab)
         DocBin(docs=docs).to_disk(out / f"{name}.spacy")
         sizes[name] = len(docs)
-    config = out / "config.cfg"
-    subprocess.run([sys.executable, "-m", "spacy", "init", "config", str(config), "--lang", "en",
-                    "--pipeline", "ner", "--optimize", "efficiency", "--force"],
-                   check=True, stdout=subprocess.DEVNULL, env=C.child_env())
-    overrides = ["--corpora.train.gold_preproc", "true", "--corpora.dev.gold_preproc", "true",
-                 "--training.max_steps", str(max_steps)]
-    overrides += list(extra_overrides)
-    run = C.spacy_train(config, out / "model", out / "train.spacy", out / "dev.spacy",
-                        overrides=overrides, log_path=out / "train.log")
+    run = C.train_spacy_peer(out, "ner", out / "train.spacy", out / "dev.spacy", max_steps=max_steps,
+                             extra_overrides=extra_overrides)
+    overrides = run["overrides"]
     print(f"[spacy_ner] {run['steps']} steps in {run['seconds']:.0f}s", flush=True)
     ner = spacy.load(run["model_dir"])
     gold = _docs(ds, "test", limits.get("test", 0), ner.vocab)

@@ -144,20 +144,11 @@ def _time_parse(nlp, docs_factory, repeats: int):
 
 def run_spacy(paths: Dict[str, str], out_dir: str, max_steps: int, extra: Sequence[str],
               predict_repeats: int = 1) -> Dict[str, Any]:
-    import subprocess
-
     import spacy
 
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    config = out / "config.cfg"
-    subprocess.run([sys.executable, "-m", "spacy", "init", "config", str(config), "--lang", "en",
-                    "--pipeline", "tagger,parser", "--optimize", "efficiency", "--force"],
-                   check=True, stdout=subprocess.DEVNULL, env=C.child_env())
-    overrides = ["--corpora.train.gold_preproc", "true", "--corpora.dev.gold_preproc", "true",
-                 "--training.max_steps", str(max_steps)] + list(extra)
-    run = C.spacy_train(config, out / "model", paths["train"], paths["dev"], overrides=overrides,
-                        log_path=out / "train.log")
+    run = C.train_spacy_peer(Path(out_dir), "tagger,parser", paths["train"], paths["dev"],
+                             max_steps=max_steps, extra_overrides=extra)
+    overrides = run["overrides"]
     nlp = spacy.load(run["model_dir"])
     gold = C.load_docs(Path(paths["test"]), nlp.vocab)
     preds, wps = _time_parse(nlp, lambda: C.unannotated_copies(gold, nlp.vocab), predict_repeats)

@@ -168,16 +168,11 @@ def run_spacy(paths: Dict[str, str], out_dir: str, max_steps: Optional[int],
               extra_overrides: Sequence[str], eval_split: str = "test",
               predict_repeats: int = 1) -> Dict[str, Any]:
     """spaCy's built-in tagger: efficiency config from `spacy init config`, trained twice."""
-    import subprocess
-
     import spacy
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    config = out / "config.cfg"
-    subprocess.run([sys.executable, "-m", "spacy", "init", "config", str(config), "--lang", "en",
-                    "--pipeline", "tagger", "--optimize", "efficiency", "--force"],
-                   check=True, stdout=subprocess.DEVNULL, env=C.child_env())
+    config = C.spacy_init_config(out / "config.cfg", "tagger")
     overrides = list(GOLD_PREPROC_OVERRIDES)
     if max_steps:
         overrides += ["--training.max_steps", str(max_steps)]
