@@ -86,12 +86,14 @@ cdef class AtomTable:
 
     def add(self, uint64_t key, values) -> int:
         """Store `values` (n_cols ints) as the row of `key`, unless it has one; return its row."""
-        cdef int64_t row = self.find(key)
-        if row >= 0:
-            return row
+        # Python calls (which may let another thread run) come first; from find() on, nothing
+        # gives up the GIL until the row is published.
         cdef const uint64_t[::1] v = numpy.ascontiguousarray(values, dtype=numpy.uint64)
         if v.shape[0] != self.n_cols:
             raise ValueError(f"a row has {self.n_cols} values, got {v.shape[0]}")
+        cdef int64_t row = self.find(key)
+        if row >= 0:
+            return row
         cdef uint64_t* rows
         if self.n_rows == self._rows_capacity:
             rows = <uint64_t*>realloc(self._rows, 2 * self._rows_capacity * max(1, self.n_cols) * sizeof(uint64_t))
