@@ -8,27 +8,31 @@ import numpy
 import pytest
 
 from spacy_structperc._core import batch, beam, lookahead, viterbi
-from spacy_structperc._core.arcstandard import ArcStandardSystem, ParseTemplates
 from spacy_structperc._core.atoms import AtomTable
-from spacy_structperc._core.weights import AveragedWeights
-from spacy_structperc.parser_model import parser_atoms, parser_templates
 
 from structperc_problems import SECOND_ORDER_MIXED, make_system, random_atoms
+from test_parser_core import ATOMS, make_system as make_parser, random_atoms as random_parser_atoms
+from test_parser_core import randomize as randomize_parser
 
 SHIFT, BREAK = 0, 1
 
 
-def _random_weights(templates, weights, atoms, m, rng, order=2):
-    """Random weights on every static and history feature the rows of `atoms` can fire."""
+def random_weights(templates, weights, atoms_list, m, rng, scale=1.0):
+    """Random weights on every static and history feature (two labels of history) the rows of
+    each array in `atoms_list` can fire, counted fully in the averaged weights."""
     keys = set()
-    for i in range(len(atoms)):
-        keys.update(templates.static_keys(atoms, i).tolist())
-        for h1 in range(-1, m):
-            for h2 in range(-1, m):
-                keys.update(templates.history_keys(atoms, i, [h1, h2]).tolist())
+    for atoms in atoms_list:
+        for i in range(len(atoms)):
+            keys.update(templates.static_keys(atoms, i).tolist())
+            for h1 in range(-1, m):
+                for h2 in range(-1, m):
+                    keys.update(templates.history_keys(atoms, i, [h1, h2]).tolist())
     for key in sorted(keys):
         for c in range(m):
-            weights.add(key, c, float(rng.normal()))
+            weights.add(key, c, float(rng.normal(scale=scale)))
+    # An update counts in the average by the examples that follow it (Daume's averaging).
+    for _ in range(100 * max(1, weights.clock)):
+        weights.next_example()
 
 
 def _tag_reference(system, decoder, param, atoms, allowed, windows, start_mask):
@@ -77,7 +81,7 @@ def test_tag_batch_equals_each_window_decoded_alone(decoder, param, masks):
         trans[0, 2] = trans[m, 1] = 0
     templates, weights, system = make_system(SECOND_ORDER_MIXED, m, n_buckets=256, allowed_transitions=trans)
     atoms = random_atoms(rng, 60, vocab=9)
-    _random_weights(templates, weights, atoms, m, rng)
+    random_weights(templates, weights, [atoms], m, rng)
     allowed = None
     if masks == "positions":
         allowed = (rng.random((60, m)) < 0.7).astype(numpy.uint8)
@@ -112,30 +116,20 @@ def test_tag_batch_raises_the_decoders_error_when_constraints_admit_nothing():
         batch.tag(system, "exhaustive", 0, atoms, None, windows)
 
 
-SPECS = parser_templates()
-ATOMS = parser_atoms(SPECS)
-
-
-def _parser(rng, n_labels=2, label_candidates=1):
-    weights = AveragedWeights(2 + 2 * n_labels, 1 << 12)
-    system = ArcStandardSystem(ParseTemplates(SPECS, ATOMS), weights, n_labels, label_candidates)
-    # Random weights on every feature random walks over random inputs visit.
+def _parser(rng):
+    weights, system = make_parser(n_labels=2, label_candidates=1)
+    # Random weights on every feature that random walks over random inputs visit.
     for _ in range(40):
-        system.set_sentence(rng.integers(1, 5, size=(int(rng.integers(1, 9)), len(ATOMS))).astype(numpy.uint64),
-                            allow_break=True)
-        state = system.initial_state()
-        while not system.final(state):
-            for key in system.state_features(state).tolist():
-                for c in range(weights.n_classes):
-                    weights.add(key, c, float(rng.normal()))
-            valid = [a for a in range(system.n_actions) if system.is_valid_action(state, a)]
-            state = system.step(state, int(rng.choice(valid)))
+        system.set_sentence(random_parser_atoms(rng, int(rng.integers(1, 9))), allow_break=True)
+        randomize_parser(system, weights, rng, walks=1)
     return system
 
 
-def _parse_reference(system, decoder, param, atoms, spans, window):
+def parse_reference(system, decoder, param, atoms, spans, window, unattached=-7):
+    """(heads, labels) of each span (start, end, allow_break) bound alone, or window by window
+    (see batch.parse); an unattached token is its own head with label `unattached`."""
     heads = numpy.arange(len(atoms), dtype=numpy.int64)
-    labels = numpy.full((len(atoms),), -7, dtype=numpy.int64)
+    labels = numpy.full((len(atoms),), unattached, dtype=numpy.int64)
     for start, end, allow_break in spans.tolist():
         s = start
         while s < end:
@@ -164,7 +158,7 @@ def test_parse_batch_equals_each_span_and_window_parsed_alone(decoder, param):
     spans = numpy.array([[0, 0, 0], [0, 6, 0], [6, 7, 0], [7, 40, 1], [40, 41, 1], [41, 45, 0],
                          [45, 90, 1]], dtype=numpy.int64)
     for window in (5, 11, 1000):
-        want_heads, want_labels = _parse_reference(system, decoder, param, atoms, spans, window)
+        want_heads, want_labels = parse_reference(system, decoder, param, atoms, spans, window)
         heads = numpy.arange(90, dtype=numpy.int64)
         labels = numpy.full((90,), -7, dtype=numpy.int64)
         batch.parse(system, decoder, param, atoms, spans, window, heads, labels)

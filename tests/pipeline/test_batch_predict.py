@@ -10,9 +10,10 @@ import pytest
 from spacy.tokens import Doc, Span
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "reliability"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "core"))
 from threaded_nlp import annotations, random_texts, run_threads, train_pipeline  # noqa: E402
+from test_batch import parse_reference, random_weights  # noqa: E402
 
-from spacy_structperc._core import beam, lookahead  # noqa: E402
 from spacy_structperc.features import (CLUSTER_ATOMS, DOC_ATOMS, LEXICAL_ATOMS, LEXICON_ATOMS,  # noqa: E402
                                        AtomExtractor, Lexicon, _cluster_atom, _h)
 from spacy_structperc.pipeline import parser as parser_module, sequence  # noqa: E402
@@ -84,33 +85,12 @@ def reference_labels(pipe, doc):
 
 def reference_parse(parser, doc):
     """Each sentence (or window of a Doc without sentences) bound alone and decoded."""
-    n = len(doc)
-    heads = numpy.arange(n, dtype=numpy.int64)
-    classes = numpy.full((n,), len(parser.cfg["labels"]), dtype=numpy.int64)
-    if not n:
-        return heads, classes
     atoms = parser.model.atoms(doc, parser.name)
-    spans, allow_break = parser._spans(doc)
-    system = parser.system
+    spans, allow_break = parser._spans(doc) if len(doc) else ([], False)
+    rows = numpy.array([(start, end, int(allow_break)) for start, end in spans], dtype=numpy.int64)
     decoder, param = parser._decoder_setting()
-    for start, end in spans:
-        s = start
-        while s < end:
-            e = min(end, s + parser_module.PARSE_WINDOW) if allow_break else end
-            system.set_sentence(atoms[s:e], allow_break=allow_break)
-            actions = beam.decode(system, param) if decoder == "beam" else lookahead.decode(system, param)
-            h, l = system.run(actions)
-            keep = e - s
-            if e < end:
-                breaks = numpy.flatnonzero(actions == 1)
-                if len(breaks):
-                    shifted = int((actions[:breaks[-1]] == 0).sum())
-                    keep = shifted if shifted > 0 else keep
-            attached = h[:keep] >= 0
-            heads[s:s + keep][attached] = h[:keep][attached] + s
-            classes[s:s + keep][attached] = l[:keep][attached]
-            s += keep
-    return heads, classes
+    return parse_reference(parser.system, decoder, param, atoms, rows.reshape((-1, 3)),
+                           parser_module.PARSE_WINDOW, unattached=len(parser.cfg["labels"]))
 
 
 def _configured(pipe, config):
@@ -132,22 +112,9 @@ def random_nlp():
     its decisions (B, I or O anywhere) exercise every constraint."""
     nlp = train_pipeline(n_train=10, epochs=1)
     chunker = nlp.get_pipe("structperc_chunker")
-    rng = numpy.random.default_rng(0)
-    templates, weights, m = chunker.model.templates, chunker.model.weights, chunker.n_classes
-    keys = set()
-    for doc in make_docs(nlp):
-        atoms = chunker.model.atoms(doc)
-        for i in range(len(doc)):
-            keys.update(templates.static_keys(atoms, i).tolist())
-            for h1 in range(-1, m):
-                for h2 in range(-1, m):
-                    keys.update(templates.history_keys(atoms, i, [h1, h2]).tolist())
-    for key in sorted(keys):
-        for c in range(m):
-            weights.add(key, c, float(rng.normal(scale=10.0)))
-    # An update counts in the average by the examples that follow it (Daume's averaging).
-    for _ in range(100 * weights.clock):
-        weights.next_example()
+    random_weights(chunker.model.templates, chunker.model.weights,
+                   [chunker.model.atoms(doc) for doc in make_docs(nlp)], chunker.n_classes,
+                   numpy.random.default_rng(0), scale=10.0)
     return nlp
 
 
