@@ -199,19 +199,21 @@ class AtomExtractor:
     def batch(self, docs: Sequence[Doc], name: Optional[str] = None) -> AtomBatch:
         """The atoms of `docs`, concatenated; `name`, the pipe asking, is what errors name."""
         n_cols = len(self.atom_names)
-        columns = []
-        offsets = numpy.zeros((len(docs) + 1,), dtype=numpy.int64)
         attrs = self._attrs
-        for k, doc in enumerate(docs):
-            n = len(doc)
-            offsets[k + 1] = offsets[k] + n
+        lengths = [len(doc) for doc in docs]
+        columns = []
+        for doc, n in zip(docs, lengths):
             if not n:
                 continue
             for j, atom, attr in self._doc:
                 if not doc.has_annotation(attr):
                     raise ValueError(Errors.S009.format(attr=atom.upper(), atom=atom, name=name or self.component))
-            columns.append(doc.to_array(attrs).reshape((n, len(attrs))))
-        values = numpy.concatenate(columns) if columns else numpy.zeros((0, len(attrs)), dtype=numpy.uint64)
+            columns.append(doc.to_array(attrs))
+        offsets = numpy.zeros((len(docs) + 1,), dtype=numpy.int64)
+        offsets[1:] = numpy.cumsum(lengths)
+        # to_array gives (n,) for one attribute and (n, k) for several.
+        values = numpy.concatenate(columns) if columns else numpy.zeros((0,), dtype=numpy.uint64)
+        values = values.reshape((int(offsets[-1]), len(attrs)))
         orths = numpy.ascontiguousarray(values[:, 0], dtype=numpy.uint64)
         atoms = numpy.zeros((len(orths), n_cols), dtype=numpy.uint64)
         missing = self._table.gather(orths, atoms)

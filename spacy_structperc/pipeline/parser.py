@@ -303,24 +303,30 @@ class StructuredParser(PerceptronPipe):
         """The atoms and spans of a batch (the first stage of predict): spans are (start, end,
         allow_break) rows of the batch, see `_spans`."""
         atoms = self.model.atoms.batch(docs, self.name)
-        offsets = atoms.offsets.tolist()
-        spans = []
+        offsets = atoms.offsets
+        n_rows = len(atoms.atoms)
+        # Rows that start a sentence of a Doc with boundaries (doc.sents: its first token and
+        # wherever sent_start is 1), and the Docs the parser splits itself.
+        starts = numpy.zeros((n_rows,), dtype=bool)
+        free = []
+        bounds = offsets.tolist()
         for k, doc in enumerate(docs):
-            n = offsets[k + 1] - offsets[k]
-            if not n:
+            a, b = bounds[k], bounds[k + 1]
+            if a == b:
                 continue
-            if doc.has_annotation("SENT_START"):
-                if "sents" in doc.user_hooks:
-                    starts = numpy.asarray([s.start for s in doc.sents] + [n], dtype=numpy.int64)
-                else:
-                    # doc.sents: a sentence starts at token 0 and wherever sent_start is 1.
-                    starts = numpy.flatnonzero(doc.to_array(SENT_START)[1:] == 1) + 1
-                    starts = numpy.concatenate([[0], starts, [n]])
-                starts = starts + offsets[k]
-                spans.append(numpy.stack([starts[:-1], starts[1:], numpy.zeros_like(starts[1:])], axis=1))
+            if not doc.has_annotation("SENT_START"):
+                free.append(k)
+            elif "sents" in doc.user_hooks:
+                starts[[a + s.start for s in doc.sents]] = True
             else:
-                spans.append(numpy.array([[offsets[k], offsets[k + 1], 1]], dtype=numpy.int64))
-        rows = numpy.concatenate(spans) if spans else numpy.zeros((0, 3), dtype=numpy.int64)
+                starts[a:b] = doc.to_array(SENT_START) == 1
+                starts[a] = True
+        first = numpy.flatnonzero(starts)
+        doc_end = offsets[numpy.searchsorted(offsets, first, side="right")]
+        ends = numpy.minimum(numpy.append(first[1:], n_rows), doc_end)
+        fixed = numpy.stack([first, ends, numpy.zeros_like(first)], axis=1)
+        free_rows = numpy.array([[bounds[k], bounds[k + 1], 1] for k in free], dtype=numpy.int64)
+        rows = numpy.concatenate([fixed, free_rows.reshape((-1, 3))])
         return atoms, numpy.ascontiguousarray(rows, dtype=numpy.int64)
 
     def _decode_prepared(self, prepared: Tuple[AtomBatch, numpy.ndarray]) -> List[Tuple[numpy.ndarray, numpy.ndarray]]:
