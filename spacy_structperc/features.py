@@ -4,14 +4,14 @@ An atom is a uint64 per token; 0 means "absent", and a template touching an abse
 feature. Lexical atoms depend only on the word's text, so they are computed once per word type and
 cached; document atoms (an upstream tag, say) are read from the Doc with `to_array`.
 """
-import threading
-from typing import Callable, Dict, Iterable, List, Optional, Sequence
+from typing import Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence
 
 import numpy
 from spacy.attrs import ORTH, TAG, POS
 from spacy.strings import hash_string  # type: ignore[attr-defined]  # (no stub; in spaCy since v2)
 from spacy.tokens import Doc
 
+from ._core.atoms import AtomTable
 from .errors import Errors
 
 
@@ -138,8 +138,24 @@ def check_atoms(names: Iterable[str]) -> None:
             raise ValueError(Errors.S013.format(atom=name, known=", ".join(known)))
 
 
+class AtomBatch(NamedTuple):
+    """The atoms of several Docs, concatenated: Doc k's tokens are rows offsets[k]:offsets[k + 1]
+    of `atoms` (and of `orths`, their orth ids)."""
+    atoms: numpy.ndarray
+    offsets: numpy.ndarray
+    orths: numpy.ndarray
+
+    def doc_atoms(self, k: int) -> numpy.ndarray:
+        return self.atoms[self.offsets[k]:self.offsets[k + 1]]
+
+
 class AtomExtractor:
-    """Turns Docs into (n_tokens, n_atoms) uint64 arrays, caching lexical atoms per word type."""
+    """Turns Docs into (n_tokens, n_atoms) uint64 arrays, caching lexical atoms per word type.
+
+    `word_atoms` is the definition of a word type's row; it runs once per new word type, and the
+    rows of known words are gathered from an AtomTable (C) by orth id. Document atoms (TAG,
+    POS) are read with `Doc.to_array`. The cache is shared by every thread using the component;
+    AtomTable's methods are atomic under the GIL, so no lock is needed."""
 
     def __init__(self, atom_names: Sequence[str], component: str = "structperc",
                  clusters: Optional[Dict[int, int]] = None, lexicon: Optional[Lexicon] = None):
@@ -152,11 +168,8 @@ class AtomExtractor:
         self._lexical = [(j, LEXICAL_ATOMS[n]) for j, n in enumerate(self.atom_names) if n in LEXICAL_ATOMS]
         self._cluster = [(j, n, CLUSTER_ATOMS[n]) for j, n in enumerate(self.atom_names) if n in CLUSTER_ATOMS]
         self._doc = [(j, n, DOC_ATOMS[n]) for j, n in enumerate(self.atom_names) if n in DOC_ATOMS]
-        self._rows: Dict[int, int] = {}
-        self._table = numpy.zeros((1024, len(self.atom_names)), dtype=numpy.uint64)
-        # The word-type cache is shared by every thread that uses the component: rows are added
-        # under this lock and published in _rows only once written (see __call__).
-        self._lock = threading.Lock()
+        self._attrs = [ORTH] + [attr for _, _, attr in self._doc]
+        self._table = AtomTable(len(self.atom_names))
 
     def __reduce__(self):
         return (AtomExtractor, (self.atom_names, self.component, self.clusters, self.lexicon))
@@ -165,45 +178,62 @@ class AtomExtractor:
         clusters = self.clusters
         return clusters.get(hash_string(text)) or clusters.get(hash_string(text.lower()), 0)
 
-    def _add(self, orth: int, text: str) -> int:
-        row = len(self._rows)
-        if row == self._table.shape[0]:
-            self._table = numpy.concatenate([self._table, numpy.zeros_like(self._table)])
+    def word_atoms(self, text: str) -> List[int]:
+        """The atoms of a word type, one per column (0 in the columns of document atoms)."""
+        row = [0] * len(self.atom_names)
         for j, fn in self._lexical:
-            self._table[row, j] = fn(text)
+            row[j] = fn(text)
         if self._cluster:
             cluster = self.cluster_of(text)
             for j, name, length in self._cluster:
-                self._table[row, j] = _cluster_atom(name, length, cluster)
+                row[j] = _cluster_atom(name, length, cluster)
         if self._lexicon and self.lexicon is not None:
             readings = self.lexicon.analyze(text)
             for j, name in self._lexicon:
                 if name == "lex":
-                    self._table[row, j] = _h("lex", "|".join(f"{p}{r}" for p, r in sorted(readings.items())) or "none")
+                    row[j] = _h("lex", "|".join(f"{p}{r}" for p, r in sorted(readings.items())) or "none")
                 else:
-                    self._table[row, j] = _h(name, readings.get(name[4:]))
-        self._rows[orth] = row
+                    row[j] = _h(name, readings.get(name[4:]))
         return row
+
+    def batch(self, docs: Sequence[Doc], name: Optional[str] = None) -> AtomBatch:
+        """The atoms of `docs`, concatenated; `name`, the pipe asking, is what errors name."""
+        n_cols = len(self.atom_names)
+        attrs = self._attrs
+        lengths = [len(doc) for doc in docs]
+        columns = []
+        for doc, n in zip(docs, lengths):
+            if not n:
+                continue
+            for j, atom, attr in self._doc:
+                if not doc.has_annotation(attr):
+                    raise ValueError(Errors.S009.format(attr=atom.upper(), atom=atom, name=name or self.component))
+            columns.append(doc.to_array(attrs))
+        offsets = numpy.zeros((len(docs) + 1,), dtype=numpy.int64)
+        offsets[1:] = numpy.cumsum(lengths)
+        # to_array gives (n,) for one attribute and (n, k) for several.
+        values = numpy.concatenate(columns) if columns else numpy.zeros((0,), dtype=numpy.uint64)
+        values = values.reshape((int(offsets[-1]), len(attrs)))
+        orths = numpy.ascontiguousarray(values[:, 0], dtype=numpy.uint64)
+        atoms = numpy.zeros((len(orths), n_cols), dtype=numpy.uint64)
+        missing = self._table.gather(orths, atoms)
+        if len(missing):
+            # A new word type's text comes from the vocab of a Doc that holds it.
+            firsts = numpy.unique(orths[missing], return_index=True)[1]
+            where = numpy.searchsorted(offsets, missing[firsts], side="right") - 1
+            for i, k in zip(missing[firsts].tolist(), where.tolist()):
+                orth = int(orths[i])
+                self._table.add(orth, self.word_atoms(docs[k].vocab.strings[orth]))
+            found = numpy.zeros((len(missing), n_cols), dtype=numpy.uint64)
+            self._table.gather(orths[missing], found)
+            atoms[missing] = found
+        for k, (j, _, _) in enumerate(self._doc):
+            atoms[:, j] = values[:, k + 1]
+        return AtomBatch(atoms, offsets, orths)
 
     def __call__(self, doc: Doc, name: Optional[str] = None) -> numpy.ndarray:
         """The atoms of `doc`; `name`, the pipe asking, is what errors name."""
-        orths = doc.to_array(ORTH)
-        rows_of = self._rows
-        strings = doc.vocab.strings
-        idx = [rows_of.get(o, -1) for o in orths.tolist()]
-        if -1 in idx:
-            with self._lock:
-                idx = [r if r >= 0 else (rows_of[o] if o in rows_of else self._add(o, strings[o]))
-                       for r, o in zip(idx, orths.tolist())]
-        # Read the table after the rows: a row published in _rows is in every later table.
-        table = self._table
-        atoms = table[idx] if idx else numpy.zeros((0, len(self.atom_names)), dtype=numpy.uint64)
-        for j, atom, attr in self._doc:
-            if len(doc) and not doc.has_annotation(attr):
-                raise ValueError(Errors.S009.format(attr=atom.upper(), atom=atom, name=name or self.component))
-            values = doc.to_array(attr).astype(numpy.uint64)
-            atoms[:, j] = values
-        return atoms
+        return self.batch([doc], name).atoms
 
 
 def template(name: str, *parts) -> dict:

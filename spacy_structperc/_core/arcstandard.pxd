@@ -72,6 +72,8 @@ cdef class ArcStandardSystem(TransitionSystem):
     cdef weight_t* cache_scores
 
     cdef int* arr(self, const void* state, int k) noexcept nogil
+    cdef void bind(self, const atom_t* atoms, int n, bint allow_break) noexcept nogil
+    cdef int apply(self, const int* actions, int n_actions, char* state) noexcept nogil
     cdef void resolve(self, const void* state, int* tok) noexcept nogil
     cdef int extract(self, const void* state, hash_t* keys) noexcept nogil
     cdef bint is_valid(self, const void* state, int action) noexcept nogil
@@ -79,3 +81,6 @@ cdef class ArcStandardSystem(TransitionSystem):
     cdef bint _may_descend(self, int q, int s0) noexcept nogil
     cdef void mask_inconsistent(self, const void* state, weight_t* scores) noexcept nogil
     cdef bint _breaks_known(self, const void* state, int action) noexcept nogil
+
+
+cdef int read_tree(ArcStandardSystem system, const char* state, int* heads, int* labels) noexcept nogil

@@ -164,20 +164,42 @@ cdef class ArcStandardSystem(TransitionSystem):
         if atoms.ndim != 2 or atoms.shape[1] != self.n_cols:
             raise ValueError(f"atoms must have shape (n_tokens, {self.n_cols}), got {atoms.shape}")
         cdef int n = atoms.shape[0]
-        self._atoms = atoms
+        if heads is not None:
+            self._bind_gold(heads, labels, n)   # checked before anything changes
         cdef const atom_t[:, ::1] a = atoms
-        self.atoms = &a[0, 0] if n else NULL
-        self.has_gold = heads is not None
+        self.bind(&a[0, 0] if n else NULL, n, allow_break)
+        self._atoms = atoms
         if heads is None:
             # Prediction: no gold to check, and the oracle's arrays are never read.
             self._gold_heads = self._gold_labels = self._gold_kids = None
-            self.gold_heads = self.gold_labels = self.gold_kids = NULL
         else:
-            self._bind_gold(heads, labels, n)
+            self.has_gold = True
+            self._point_at_gold()
+
+    cdef void bind(self, const atom_t* atoms, int n, bint allow_break) noexcept nogil:
+        """Bind n tokens' atoms (n x n_cols, owned by the caller and kept alive while bound)
+        for prediction, without gold. The Python-side references are the caller's to set."""
+        self.atoms = atoms if n else NULL
+        self.has_gold = False
+        self.gold_heads = self.gold_labels = self.gold_kids = NULL
         self.n_tokens = n
         self.allow_break = allow_break
         self.complete_gold = False
         self.state_size = sizeof(ParseStateC) + N_ARRAYS * max(n, 1) * sizeof(int)
+
+    cdef int apply(self, const int* actions, int n_actions, char* state) noexcept nogil:
+        """Apply `actions` from the initial state in `state` (state_size bytes); return 0 when
+        they are valid and complete the parse, else -1 - the step of the first invalid action,
+        or -1 - n_actions when the parse is incomplete."""
+        cdef int t
+        self.init_state(state)
+        for t in range(n_actions):
+            if not self.is_valid(state, actions[t]):
+                return -1 - t
+            self.transition(state, actions[t])
+        if not self.is_final(state):
+            return -1 - n_actions
+        return 0
 
     def _bind_gold(self, heads, labels, int n):
         heads = numpy.ascontiguousarray(heads, dtype=numpy.int32)
@@ -193,9 +215,12 @@ cdef class ArcStandardSystem(TransitionSystem):
         kids = numpy.bincount(heads[heads >= 0], minlength=n).astype(numpy.int32) if n else \
             numpy.zeros((0,), dtype=numpy.int32)
         self._gold_heads, self._gold_labels, self._gold_kids = heads, labels, kids
-        cdef const int[::1] h = heads
-        cdef const int[::1] l = labels
-        cdef const int[::1] k = kids
+
+    def _point_at_gold(self):
+        cdef const int[::1] h = self._gold_heads
+        cdef const int[::1] l = self._gold_labels
+        cdef const int[::1] k = self._gold_kids
+        cdef int n = self.n_tokens
         self.gold_heads = &h[0] if n else NULL
         self.gold_labels = &l[0] if n else NULL
         self.gold_kids = &k[0] if n else NULL
@@ -586,14 +611,9 @@ cdef class ArcStandardSystem(TransitionSystem):
         cdef int[::1] acts = numpy.ascontiguousarray(actions, dtype=numpy.int32)
         buf = bytearray(self.state_size)
         cdef char* s = buf
-        cdef int t
-        self.init_state(s)
-        for t in range(acts.shape[0]):
-            if not self.is_valid(s, acts[t]):
-                raise ValueError(f"action {acts[t]} is not valid at step {t}")
-            self.transition(s, acts[t])
-        if not self.is_final(s):
-            raise ValueError("the actions do not complete the parse")
+        cdef int failed = self.apply(&acts[0] if acts.shape[0] else NULL, acts.shape[0], s)
+        if failed:
+            raise ValueError(run_error(failed, acts))
         return self.tree(bytes(buf))
 
     def stack_of(self, bytes state):
@@ -613,3 +633,20 @@ cdef class ArcStandardSystem(TransitionSystem):
         l = (action - N_FIXED_ACTIONS) // 2
         name = labels[l] if labels is not None else str(l)
         return ("L-" if (action - N_FIXED_ACTIONS) % 2 == 0 else "R-") + name
+
+
+def run_error(int failed, actions) -> str:
+    """The message for a failed `apply` (its return value `failed`) of `actions`."""
+    t = -1 - failed
+    if t < len(actions):
+        return f"action {actions[t]} is not valid at step {t}"
+    return "the actions do not complete the parse"
+
+
+cdef int read_tree(ArcStandardSystem system, const char* state, int* heads, int* labels) noexcept nogil:
+    """Copy a state's heads and labels (-1 for unattached tokens) to the two arrays."""
+    cdef int n = system.n_tokens
+    if n:
+        memcpy(heads, system.arr(state, A_HEAD), n * sizeof(int))
+        memcpy(labels, system.arr(state, A_LABEL), n * sizeof(int))
+    return n

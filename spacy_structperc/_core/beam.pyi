@@ -6,6 +6,7 @@ import numpy
 from .transition import TransitionSystem
 
 UPDATE_METHODS: Tuple[str, ...]
+NO_ANALYSIS: str
 
 class BeamSearch:
     width: int

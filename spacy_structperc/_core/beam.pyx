@@ -17,12 +17,6 @@ from .transition cimport TransitionSystem, update_paths
 UPDATE_METHODS = ("standard", "early", "max-violation", "latest", "hybrid")
 
 
-cdef struct Candidate:
-    double score
-    int parent
-    int action
-
-
 cdef int _cmp_candidates(const void* a, const void* b) noexcept nogil:
     # Higher score first; ties broken by parent then action, so results are deterministic.
     cdef const Candidate* x = <const Candidate*>a
@@ -39,122 +33,136 @@ cdef int _cmp_candidates(const void* a, const void* b) noexcept nogil:
 
 
 cdef class BeamSearch:
-    """A beam over one transition system; keeps every step's beam for backtracking."""
-    cdef TransitionSystem system
-    cdef readonly int width
-    cdef int n_steps
-    cdef char* states        # 2 x width state blobs (current and next beam)
-    cdef double* item_score  # n_steps x width
-    cdef int* item_parent    # n_steps x width
-    cdef int* item_action    # n_steps x width
-    cdef char* item_gold     # n_steps x width: is this item the gold prefix?
-    cdef int* beam_size      # n_steps
-    cdef double* gold_score  # n_steps: score of the gold prefix after step t
-    cdef int* gold_actions   # n_steps
-    cdef readonly int steps_done
-    cdef readonly int gold_known   # every gold action is known and valid
-
     def __cinit__(self, TransitionSystem system, int width):
         if width < 1:
             raise ValueError(f"beam width must be >= 1, got {width}")
         self.system = system
         self.width = width
-        self.n_steps = system.max_steps()
-        N = max(1, self.n_steps)
-        self.states = <char*>malloc(2 * width * system.state_size + 1)
-        self.item_score = <double*>malloc(N * width * sizeof(double))
-        self.item_parent = <int*>malloc(N * width * sizeof(int))
-        self.item_action = <int*>malloc(N * width * sizeof(int))
-        self.item_gold = <char*>calloc(N * width, sizeof(char))
-        self.beam_size = <int*>calloc(N, sizeof(int))
-        self.gold_score = <double*>malloc(N * sizeof(double))
-        self.gold_actions = <int*>malloc(N * sizeof(int))
-        if not (self.states and self.item_score and self.item_parent and self.item_action
-                and self.item_gold and self.beam_size and self.gold_score and self.gold_actions):
+        self.scores = <weight_t*>malloc(max(1, system.n_actions) * sizeof(weight_t))
+        self.cands = <Candidate*>malloc(max(1, width * system.n_actions) * sizeof(Candidate))
+        if self.scores == NULL or self.cands == NULL:
             raise MemoryError()
+        self.reserve()
 
     def __dealloc__(self):
         free(self.states); free(self.item_score); free(self.item_parent); free(self.item_action)
         free(self.item_gold); free(self.beam_size); free(self.gold_score); free(self.gold_actions)
+        free(self.cands); free(self.scores); free(self.gold_state)
 
-    cdef int run(self, bint track_gold) except -1:
-        """Fill the beams of every step. With track_gold, also follow the gold derivation."""
-        cdef TransitionSystem system = self.system
-        cdef int W = self.width, A = system.n_actions
-        cdef size_t S = system.state_size
-        cdef Candidate* cands = <Candidate*>malloc(max(1, W * A) * sizeof(Candidate))
-        cdef weight_t* scores = <weight_t*>malloc(A * sizeof(weight_t))
-        cdef char* gold_state = <char*>malloc(S + 1)
+    cdef int reserve(self) except -1 nogil:
+        """Size the buffers for the input bound to the system now (its steps and state size)."""
+        cdef size_t W = self.width, N, S = self.system.state_size
+        self.n_steps = self.system.max_steps()
+        self.steps_done = 0
+        N = max(1, self.n_steps)
+        if self.item_score == NULL or N > self.steps_capacity:
+            N = max(N, 2 * self.steps_capacity)
+            free(self.item_score); free(self.item_parent); free(self.item_action)
+            free(self.item_gold); free(self.beam_size); free(self.gold_score); free(self.gold_actions)
+            self.item_score = <double*>malloc(N * W * sizeof(double))
+            self.item_parent = <int*>malloc(N * W * sizeof(int))
+            self.item_action = <int*>malloc(N * W * sizeof(int))
+            self.item_gold = <char*>calloc(N * W, sizeof(char))
+            self.beam_size = <int*>calloc(N, sizeof(int))
+            self.gold_score = <double*>malloc(N * sizeof(double))
+            self.gold_actions = <int*>malloc(N * sizeof(int))
+            if not (self.item_score and self.item_parent and self.item_action and self.item_gold
+                    and self.beam_size and self.gold_score and self.gold_actions):
+                with gil:
+                    raise MemoryError()
+            self.steps_capacity = N
+        if self.states == NULL or S > self.state_capacity:
+            free(self.states); free(self.gold_state)
+            self.states = <char*>malloc(2 * W * S + 1)
+            self.gold_state = <char*>malloc(S + 1)
+            if self.states == NULL or self.gold_state == NULL:
+                with gil:
+                    raise MemoryError()
+            self.state_capacity = S
+        return 0
+
+    cdef int search(self, bint track_gold, bint check_signals) except -1 nogil:
+        """Fill the beams of every step. With track_gold, also follow the gold derivation.
+        With check_signals, take the GIL every 64 steps to let Ctrl-C stop a long search."""
+        cdef int W = self.width, A = self.system.n_actions
+        cdef size_t S = self.system.state_size
+        cdef Candidate* cands = self.cands
+        cdef weight_t* scores = self.scores
+        cdef char* gold_state = self.gold_state
         cdef char* cur = self.states
         cdef char* nxt = self.states + W * S
         cdef char* tmp
         cdef int t, k, a, n_cands, n_cur, n_next, g
         cdef double base, gold_total = 0.0
-        cdef bint gold_alive = track_gold
-        if cands == NULL or scores == NULL or gold_state == NULL:
-            free(cands); free(scores); free(gold_state)
-            raise MemoryError()
         self.gold_known = track_gold
-        try:
-            system.init_state(cur)
-            if track_gold:
-                system.init_state(gold_state)
-            n_cur = 1
-            t = 0
-            while t < self.n_steps:
-                if t % 64 == 0:
+        self.system.init_state(cur)
+        if track_gold:
+            self.system.init_state(gold_state)
+        n_cur = 1
+        t = 0
+        while t < self.n_steps:
+            if check_signals and t % 64 == 0:
+                with gil:
                     PyErr_CheckSignals()
-                with nogil:
-                    n_cands = 0
-                    for k in range(n_cur):
-                        if system.is_final(cur + k * S):
-                            continue
-                        system.score(cur + k * S, scores)
-                        base = self.item_score[(t - 1) * W + k] if t > 0 else 0.0
-                        for a in range(A):
-                            if scores[a] != -INFINITY:
-                                cands[n_cands].score = base + scores[a]
-                                cands[n_cands].parent = k
-                                cands[n_cands].action = a
-                                n_cands += 1
-                    if track_gold and self.gold_known:
-                        g = system.gold_action(gold_state)
-                        system.score(gold_state, scores)
-                        if g < 0 or scores[g] == -INFINITY:
-                            self.gold_known = False
-                        else:
-                            gold_total += scores[g]
-                            self.gold_score[t] = gold_total
-                            self.gold_actions[t] = g
-                            system.transition(gold_state, g)
-                if n_cands == 0:
-                    break
-                with nogil:
-                    qsort(cands, n_cands, sizeof(Candidate), _cmp_candidates)
-                    n_next = n_cands if n_cands < W else W
-                    for k in range(n_next):
-                        memcpy(nxt + k * S, cur + cands[k].parent * S, S)
-                        system.transition(nxt + k * S, cands[k].action)
-                        self.item_score[t * W + k] = cands[k].score
-                        self.item_parent[t * W + k] = cands[k].parent
-                        self.item_action[t * W + k] = cands[k].action
-                        if track_gold and self.gold_known:
-                            self.item_gold[t * W + k] = (
-                                (t == 0 or self.item_gold[(t - 1) * W + cands[k].parent])
-                                and cands[k].action == self.gold_actions[t]
-                            )
-                        else:
-                            self.item_gold[t * W + k] = 0
-                    self.beam_size[t] = n_next
-                    tmp = cur
-                    cur = nxt
-                    nxt = tmp
-                    n_cur = n_next
-                t += 1
-            self.steps_done = t
-        finally:
-            free(cands); free(scores); free(gold_state)
+            n_cands = 0
+            for k in range(n_cur):
+                if self.system.is_final(cur + k * S):
+                    continue
+                self.system.score(cur + k * S, scores)
+                base = self.item_score[(t - 1) * W + k] if t > 0 else 0.0
+                for a in range(A):
+                    if scores[a] != -INFINITY:
+                        cands[n_cands].score = base + scores[a]
+                        cands[n_cands].parent = k
+                        cands[n_cands].action = a
+                        n_cands += 1
+            if track_gold and self.gold_known:
+                g = self.system.gold_action(gold_state)
+                self.system.score(gold_state, scores)
+                if g < 0 or scores[g] == -INFINITY:
+                    self.gold_known = False
+                else:
+                    gold_total += scores[g]
+                    self.gold_score[t] = gold_total
+                    self.gold_actions[t] = g
+                    self.system.transition(gold_state, g)
+            if n_cands == 0:
+                break
+            qsort(cands, n_cands, sizeof(Candidate), _cmp_candidates)
+            n_next = n_cands if n_cands < W else W
+            for k in range(n_next):
+                memcpy(nxt + k * S, cur + cands[k].parent * S, S)
+                self.system.transition(nxt + k * S, cands[k].action)
+                self.item_score[t * W + k] = cands[k].score
+                self.item_parent[t * W + k] = cands[k].parent
+                self.item_action[t * W + k] = cands[k].action
+                if track_gold and self.gold_known:
+                    self.item_gold[t * W + k] = (
+                        (t == 0 or self.item_gold[(t - 1) * W + cands[k].parent])
+                        and cands[k].action == self.gold_actions[t]
+                    )
+                else:
+                    self.item_gold[t * W + k] = 0
+            self.beam_size[t] = n_next
+            tmp = cur
+            cur = nxt
+            nxt = tmp
+            n_cur = n_next
+            t += 1
+        self.steps_done = t
         return 0
+
+    cdef int run(self, bint track_gold) except -1:
+        with nogil:
+            self.search(track_gold, True)
+        return 0
+
+    cdef int best_into(self, int* out) noexcept nogil:
+        """Write the best complete derivation to out; return its length, which is less than
+        the bound input's steps when the search found no complete analysis."""
+        if self.steps_done == 0:
+            return 0
+        return self.backtrack(self.steps_done - 1, 0, out)
 
     cdef int backtrack(self, int t, int k, int* out) noexcept nogil:
         """Write the actions of item k at step t (t + 1 actions) to out."""
@@ -216,13 +224,16 @@ cdef class BeamSearch:
         return out
 
 
+NO_ANALYSIS = "beam search found no complete analysis under the constraints"
+
+
 def decode(TransitionSystem system, int width):
     """The best complete derivation found by beam search of the given width."""
     cdef BeamSearch beam = BeamSearch(system, width)
     beam.run(False)
     path = beam.best_path()
     if len(path) < system.max_steps():
-        raise ValueError("beam search found no complete analysis under the constraints")
+        raise ValueError(NO_ANALYSIS)
     return path
 
 

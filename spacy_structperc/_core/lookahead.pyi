@@ -6,6 +6,8 @@ import numpy
 
 from .transition import TransitionSystem
 
+NO_ACTION: str
+
 class Lookahead:
     depth: int
     def __init__(self, system: TransitionSystem, depth: int) -> None: ...

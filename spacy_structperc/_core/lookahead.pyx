@@ -17,35 +17,41 @@ from .transition cimport TransitionSystem, update_paths
 
 
 cdef class Lookahead:
-    """Scratch space for searches of a fixed depth over one transition system."""
-    cdef TransitionSystem system
-    cdef readonly int depth
-    cdef char* states      # (depth + 2) state blobs, one per level
-    cdef weight_t* scores  # (depth + 2) x n_actions
-    cdef int* paths        # (depth + 2) x (depth + 1): best continuation found under each level
-    cdef int* root_paths   # n_actions x (depth + 1): best path starting with each first action
-    cdef double* values    # n_actions: value of each first action
-    cdef char* scratch
-
     def __cinit__(self, TransitionSystem system, int depth):
         if depth < 0:
             raise ValueError(f"lookahead depth must be >= 0, got {depth}")
         self.system = system
         self.depth = depth
         L = depth + 2
-        self.states = <char*>malloc(L * system.state_size)
         self.scores = <weight_t*>malloc(L * system.n_actions * sizeof(weight_t))
         self.paths = <int*>malloc(L * (depth + 1) * sizeof(int))
         self.root_paths = <int*>malloc(system.n_actions * (depth + 1) * sizeof(int))
         self.values = <double*>malloc(system.n_actions * sizeof(double))
-        self.scratch = <char*>malloc(2 * system.state_size + 1)
-        if not (self.states and self.scores and self.paths and self.root_paths and self.values
-                and self.scratch):
+        self.lengths = <int*>malloc(system.n_actions * sizeof(int))
+        if not (self.scores and self.paths and self.root_paths and self.values and self.lengths):
             raise MemoryError()
+        self.reserve()
+
+    cdef int reserve(self) except -1 nogil:
+        """Grow the state buffers to the system's current state size (a parser's grows with the
+        bound span)."""
+        cdef size_t size = self.system.state_size
+        if self.states != NULL and size <= self.state_capacity:
+            return 0
+        free(self.states); free(self.state); free(self.scratch)
+        self.states = <char*>malloc((self.depth + 2) * size + 1)
+        self.state = <char*>malloc(size + 1)
+        self.scratch = <char*>malloc(2 * size + 1)
+        if not (self.states and self.state and self.scratch):
+            with gil:
+                raise MemoryError()
+        self.state_capacity = size
+        return 0
 
     def __dealloc__(self):
         free(self.states); free(self.scores); free(self.paths)
         free(self.root_paths); free(self.values); free(self.scratch)
+        free(self.lengths); free(self.state)
 
     cdef double search(self, int level, const void* state, int depth, int* path_len) noexcept nogil:
         """SEARCH(d, S): the best score over `depth` further actions from `state`.
@@ -113,6 +119,22 @@ cdef class Lookahead:
             lengths[a] = 1 + tail
         return n_valid
 
+    cdef int greedy(self, int* out) noexcept nogil:
+        """Greedy decoding of the bound input (call reserve() after binding it): the actions go
+        to out; returns how many were taken, fewer than max_steps() when no action was valid."""
+        cdef int n_steps = self.system.max_steps()
+        cdef int t = 0, a
+        self.system.init_state(self.state)
+        while not self.system.is_final(self.state) and t < n_steps:
+            self.evaluate(self.state, self.lengths)
+            a = _argmax(self.values, self.system.n_actions, -1, 0.0)
+            if a < 0:
+                break
+            out[t] = a
+            t += 1
+            self.system.transition(self.state, a)
+        return t
+
 
 cdef int _argmax(const double* values, int n, int skip, double penalty) noexcept nogil:
     cdef int a, best_a = -1
@@ -135,26 +157,15 @@ def decode(TransitionSystem system, int depth=0):
     cdef int n_steps = system.max_steps()
     out = numpy.zeros((n_steps,), dtype=numpy.int32)
     cdef int[::1] o = out
-    cdef int* lengths = <int*>malloc(system.n_actions * sizeof(int))
-    cdef char* state = <char*>malloc(system.state_size)
-    cdef int t = 0, a
-    try:
-        with nogil:
-            system.init_state(state)
-            while not system.is_final(state) and t < n_steps:
-                la.evaluate(state, lengths)
-                a = _argmax(la.values, system.n_actions, -1, 0.0)
-                if a < 0:
-                    break
-                o[t] = a
-                t += 1
-                system.transition(state, a)
-    finally:
-        free(lengths)
-        free(state)
+    cdef int t
+    with nogil:
+        t = la.greedy(&o[0] if n_steps else NULL)
     if t < n_steps:
-        raise ValueError(f"no valid action after {t} steps: the constraints admit no complete analysis")
+        raise ValueError(NO_ACTION.format(t=t))
     return out
+
+
+NO_ACTION = "no valid action after {t} steps: the constraints admit no complete analysis"
 
 
 def train(TransitionSystem system, int depth=0, float margin=0.0, bint record=False):

@@ -40,7 +40,8 @@ cdef class TagSystem(TransitionSystem):
 
     cdef const weight_t* pure_row(self, const class_t* hist) noexcept nogil
 
-    cdef int _reserve(self, size_t n) except -1
+    cdef int bind(self, const atom_t* atoms, int n, const unsigned char* allowed) except -1 nogil
+    cdef int _reserve(self, size_t n) except -1 nogil
     cdef const weight_t* static_row(self, int i) noexcept nogil
     cdef void history_scores(self, int i, const class_t* hist, weight_t* out) noexcept nogil
     cdef bint is_allowed(self, int i, int prev, int action) noexcept nogil

@@ -84,9 +84,6 @@ cdef class TagSystem(TransitionSystem):
                 f"atoms must have shape (n_tokens, {self.templates.n_cols}), got {atoms.shape}"
             )
         cdef int n = atoms.shape[0]
-        self._atoms = atoms
-        cdef const atom_t[:, ::1] a = atoms
-        self.atoms = &a[0, 0] if n else NULL
         if gold is None:
             gold = numpy.full((n,), -1, dtype=numpy.int32)
         else:
@@ -95,20 +92,32 @@ cdef class TagSystem(TransitionSystem):
                 raise ValueError(f"gold must have shape ({n},), got {gold.shape}")
             if n and (gold.max() >= self.n_actions or gold.min() < -1):
                 raise ValueError("gold labels must be -1 (missing) or a class id")
+        cdef const atom_t[:, ::1] a = atoms
+        with nogil:
+            self.bind(&a[0, 0] if n else NULL, n, NULL)
+        self._atoms = atoms
         self._gold = gold
         cdef const class_t[::1] g = gold
         self.gold = &g[0] if n else NULL
-        self.n_tokens = n
         self.set_position_mask(allowed)
+
+    cdef int bind(self, const atom_t* atoms, int n, const unsigned char* allowed) except -1 nogil:
+        """Bind n tokens' atoms (n x n_cols, owned by the caller and kept alive while bound)
+        without gold, with an optional position mask (n x n_classes, likewise), and extract
+        their static features. The Python-side references are the caller's to set."""
+        self.atoms = atoms if n else NULL
+        self.n_tokens = n
+        self.gold = NULL
+        self.allowed = allowed if n else NULL
         self._reserve(n)
         cdef int i, n_static = self.templates.n_static
-        with nogil:
-            for i in range(n):
-                self.n_static_keys[i] = extract_features(
-                    self.templates.c_static, n_static, self.atoms, n, self.templates.n_cols,
-                    i, NULL, &self.static_keys[i * n_static]
-                )
-                self.static_version[i] = -1
+        for i in range(n):
+            self.n_static_keys[i] = extract_features(
+                self.templates.c_static, n_static, self.atoms, n, self.templates.n_cols,
+                i, NULL, &self.static_keys[i * n_static]
+            )
+            self.static_version[i] = -1
+        return 0
 
     def set_position_mask(self, allowed):
         """Restrict the labels of each position of the bound sentence ((n_tokens, n_classes) bool,
@@ -128,17 +137,31 @@ cdef class TagSystem(TransitionSystem):
         else:
             self.allowed = NULL
 
-    cdef int _reserve(self, size_t n) except -1:
+    cdef int _reserve(self, size_t n) except -1 nogil:
         if n <= self._buffer_tokens:
             return 0
         n = max(n, 2 * self._buffer_tokens, 64)
         cdef size_t S = max(1, self.templates.n_static)
-        self.static_keys = <hash_t*>realloc(self.static_keys, n * S * sizeof(hash_t))
-        self.n_static_keys = <int*>realloc(self.n_static_keys, n * sizeof(int))
-        self.static_scores = <weight_t*>realloc(self.static_scores, n * self.n_actions * sizeof(weight_t))
-        self.static_version = <int64_t*>realloc(self.static_version, n * sizeof(int64_t))
-        if not (self.static_keys and self.n_static_keys and self.static_scores and self.static_version):
-            raise MemoryError()
+        cdef void* p
+        p = realloc(self.static_keys, n * S * sizeof(hash_t))
+        if p != NULL:
+            self.static_keys = <hash_t*>p
+        cdef bint ok = p != NULL
+        p = realloc(self.n_static_keys, n * sizeof(int))
+        if p != NULL:
+            self.n_static_keys = <int*>p
+        ok = ok and p != NULL
+        p = realloc(self.static_scores, n * self.n_actions * sizeof(weight_t))
+        if p != NULL:
+            self.static_scores = <weight_t*>p
+        ok = ok and p != NULL
+        p = realloc(self.static_version, n * sizeof(int64_t))
+        if p != NULL:
+            self.static_version = <int64_t*>p
+        ok = ok and p != NULL
+        if not ok:
+            with gil:
+                raise MemoryError()
         self._buffer_tokens = n
         return 0
 
@@ -237,7 +260,7 @@ cdef class TagSystem(TransitionSystem):
 
     cdef int gold_action(self, const void* state) noexcept nogil:
         cdef int i = (<const TagStateC*>state).i
-        if i >= self.n_tokens:
+        if i >= self.n_tokens or self.gold == NULL:
             return -1
         return self.gold[i]
 

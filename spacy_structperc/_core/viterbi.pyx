@@ -1,6 +1,7 @@
 # cython: infer_types=True
 """Exact first- and second-order Viterbi over a TagSystem, and the perceptron trained with it."""
-from libc.stdlib cimport malloc, calloc, free
+from libc.stdlib cimport malloc, calloc, realloc, free
+from libc.string cimport memset
 from libc.math cimport INFINITY
 import numpy
 
@@ -9,11 +10,54 @@ from .templates cimport MAX_HIST
 from .tagging cimport TagSystem
 
 
-cdef double _viterbi1(TagSystem system, int* out) except? -1:
+cdef int _reserve(ViterbiScratch* s, size_t n, size_t m) except -1 nogil:
+    cdef double* delta
+    cdef int* back
+    cdef weight_t* hs
+    n = max(n, 1)
+    if n > s.capacity:
+        n = max(n, 2 * s.capacity)
+        delta = <double*>realloc(s.delta, n * sizeof(double))
+        if delta != NULL:
+            s.delta = delta
+        back = <int*>realloc(s.back, n * sizeof(int))
+        if back != NULL:
+            s.back = back
+        if delta == NULL or back == NULL:
+            with gil:
+                raise MemoryError()
+        s.capacity = n
+    if m > s.hs_capacity:
+        hs = <weight_t*>realloc(s.hs, m * sizeof(weight_t))
+        if hs == NULL:
+            with gil:
+                raise MemoryError()
+        s.hs = hs
+        s.hs_capacity = m
+    return 0
+
+
+cdef void free_scratch(ViterbiScratch* s) noexcept nogil:
+    free(s.delta); free(s.back); free(s.hs)
+    s.delta = NULL; s.back = NULL; s.hs = NULL
+    s.capacity = s.hs_capacity = 0
+
+
+cdef int viterbi_into(TagSystem system, int order, ViterbiScratch* scratch, int* out,
+                      double* score) except -1 nogil:
+    """The best label sequence of the bound sentence into out (order 1 or 2, checked by the
+    caller) and its score; returns 1 when no sequence satisfies the constraints, else 0."""
     cdef int n = system.n_tokens, m = system.n_actions
-    cdef double* delta = <double*>malloc(n * m * sizeof(double))
-    cdef int* back = <int*>malloc(n * m * sizeof(int))
-    cdef weight_t* hs = <weight_t*>malloc(m * sizeof(weight_t))
+    _reserve(scratch, <size_t>n * m * (m + 1 if order == 2 else 1), m)
+    if order == 1:
+        score[0] = _viterbi1(system, out, scratch.delta, scratch.back, scratch.hs)
+    else:
+        score[0] = _viterbi2(system, out, scratch.delta, scratch.back, scratch.hs)
+    return 1 if score[0] == -INFINITY else 0
+
+
+cdef double _viterbi1(TagSystem system, int* out, double* delta, int* back, weight_t* hs) noexcept nogil:
+    cdef int n = system.n_tokens, m = system.n_actions
     cdef class_t hist[MAX_HIST]
     cdef int i, p, c, k, best_c
     cdef double v, best, prev_score
@@ -22,69 +66,61 @@ cdef double _viterbi1(TagSystem system, int* out) except? -1:
     cdef const unsigned char* pos_mask
     cdef const weight_t* static
     cdef const weight_t* h
-    if delta == NULL or back == NULL or hs == NULL:
-        free(delta); free(back); free(hs)
-        raise MemoryError()
     for k in range(MAX_HIST):
         hist[k] = -1
-    with nogil:
-        for i in range(n):
-            static = system.static_row(i)
+    for i in range(n):
+        static = system.static_row(i)
+        for c in range(m):
+            delta[i * m + c] = -INFINITY
+            back[i * m + c] = -1
+        d = &delta[i * m]
+        for p in range(-1 if i == 0 else 0, 0 if i == 0 else m):
+            prev_score = delta[(i - 1) * m + p] if i > 0 else 0.0
+            if prev_score == -INFINITY:
+                continue
+            hist[0] = p
+            system.history_scores(i, hist, hs)
+            h = hs
+            # The hot loop: label bigram constraints only; the position mask is applied
+            # once per position below, as it does not depend on p.
+            trans = &system.allowed_trans[(p if p >= 0 else m) * m] if system.allowed_trans != NULL else NULL
             for c in range(m):
-                delta[i * m + c] = -INFINITY
-                back[i * m + c] = -1
-            d = &delta[i * m]
-            for p in range(-1 if i == 0 else 0, 0 if i == 0 else m):
-                prev_score = delta[(i - 1) * m + p] if i > 0 else 0.0
-                if prev_score == -INFINITY:
+                if trans != NULL and not trans[c]:
                     continue
-                hist[0] = p
-                system.history_scores(i, hist, hs)
-                h = hs
-                # The hot loop: label bigram constraints only; the position mask is applied
-                # once per position below, as it does not depend on p.
-                trans = &system.allowed_trans[(p if p >= 0 else m) * m] if system.allowed_trans != NULL else NULL
-                for c in range(m):
-                    if trans != NULL and not trans[c]:
-                        continue
-                    v = prev_score + h[c]
-                    if v > d[c]:
-                        d[c] = v
-                        back[i * m + c] = p
-            pos_mask = &system.allowed[i * m] if system.allowed != NULL else NULL
-            for c in range(m):
-                if pos_mask != NULL and not pos_mask[c]:
-                    d[c] = -INFINITY
-                    back[i * m + c] = -1
-                elif d[c] != -INFINITY:
-                    d[c] += static[c]
-        best = -INFINITY
-        best_c = -1
-        if n > 0:
-            for c in range(m):
-                if delta[(n - 1) * m + c] > best:
-                    best = delta[(n - 1) * m + c]
-                    best_c = c
-            c = best_c
-            i = n - 1
-            while i >= 0 and c >= 0:
-                out[i] = c
-                c = back[i * m + c]
-                i -= 1
-    free(delta); free(back); free(hs)
+                v = prev_score + h[c]
+                if v > d[c]:
+                    d[c] = v
+                    back[i * m + c] = p
+        pos_mask = &system.allowed[i * m] if system.allowed != NULL else NULL
+        for c in range(m):
+            if pos_mask != NULL and not pos_mask[c]:
+                d[c] = -INFINITY
+                back[i * m + c] = -1
+            elif d[c] != -INFINITY:
+                d[c] += static[c]
+    best = -INFINITY
+    best_c = -1
+    if n > 0:
+        for c in range(m):
+            if delta[(n - 1) * m + c] > best:
+                best = delta[(n - 1) * m + c]
+                best_c = c
+        c = best_c
+        i = n - 1
+        while i >= 0 and c >= 0:
+            out[i] = c
+            c = back[i * m + c]
+            i -= 1
     if n > 0 and best_c < 0:
-        raise ValueError("no label sequence satisfies the constraints")
+        return -INFINITY
     return best if n > 0 else 0.0
 
 
-cdef double _viterbi2(TagSystem system, int* out) except? -1:
+cdef double _viterbi2(TagSystem system, int* out, double* delta, int* back, weight_t* hs) noexcept nogil:
     # delta[i, p, c]: best score of a prefix ending in labels (p, c) at positions (i-1, i); p == m
     # stands for "before the start".
     cdef int n = system.n_tokens, m = system.n_actions
     cdef int M = m + 1
-    cdef double* delta = <double*>malloc(max(1, n * M * m) * sizeof(double))
-    cdef int* back = <int*>malloc(max(1, n * M * m) * sizeof(int))
-    cdef weight_t* hs = <weight_t*>malloc(m * sizeof(weight_t))
     cdef class_t hist[MAX_HIST]
     cdef int i, p, pp, c, k, best_p, best_c
     cdef double v, best, prev_score
@@ -94,80 +130,75 @@ cdef double _viterbi2(TagSystem system, int* out) except? -1:
     cdef const unsigned char* pos_mask
     cdef const weight_t* static
     cdef const weight_t* h
-    if delta == NULL or back == NULL or hs == NULL:
-        free(delta); free(back); free(hs)
-        raise MemoryError()
     for k in range(MAX_HIST):
         hist[k] = -1
-    with nogil:
-        for k in range(n * M * m):
-            delta[k] = -INFINITY
-            back[k] = -1
-        for i in range(n):
-            static = system.static_row(i)
-            pos_mask = &system.allowed[i * m] if system.allowed != NULL else NULL
-            for p in range(M):
-                if (i == 0) != (p == m):
+    for k in range(n * M * m):
+        delta[k] = -INFINITY
+        back[k] = -1
+    for i in range(n):
+        static = system.static_row(i)
+        pos_mask = &system.allowed[i * m] if system.allowed != NULL else NULL
+        for p in range(M):
+            if (i == 0) != (p == m):
+                continue
+            d = &delta[(i * M + p) * m]
+            b = &back[(i * M + p) * m]
+            # p == m (before the start) uses row m of the constraints, the start row.
+            trans = &system.allowed_trans[p * m] if system.allowed_trans != NULL else NULL
+            for pp in range(M):
+                if i <= 1 and pp != m:
                     continue
-                d = &delta[(i * M + p) * m]
-                b = &back[(i * M + p) * m]
-                # p == m (before the start) uses row m of the constraints, the start row.
-                trans = &system.allowed_trans[p * m] if system.allowed_trans != NULL else NULL
-                for pp in range(M):
-                    if i <= 1 and pp != m:
+                if i >= 2 and pp == m:
+                    continue
+                if i == 0:
+                    prev_score = 0.0
+                else:
+                    prev_score = delta[((i - 1) * M + pp) * m + p]
+                    if prev_score == -INFINITY:
                         continue
-                    if i >= 2 and pp == m:
+                hist[0] = p if p < m else -1
+                hist[1] = pp if pp < m else -1
+                system.history_scores(i, hist, hs)
+                h = hs
+                for c in range(m):
+                    if trans != NULL and not trans[c]:
                         continue
-                    if i == 0:
-                        prev_score = 0.0
-                    else:
-                        prev_score = delta[((i - 1) * M + pp) * m + p]
-                        if prev_score == -INFINITY:
-                            continue
-                    hist[0] = p if p < m else -1
-                    hist[1] = pp if pp < m else -1
-                    system.history_scores(i, hist, hs)
-                    h = hs
-                    for c in range(m):
-                        if trans != NULL and not trans[c]:
-                            continue
-                        v = prev_score + h[c]
-                        if v > d[c]:
-                            d[c] = v
-                            b[c] = pp
-                # The static scores and the position mask do not depend on pp: once per (i, p).
-                for c in range(m):
-                    if pos_mask != NULL and not pos_mask[c]:
-                        d[c] = -INFINITY
-                        b[c] = -1
-                    elif d[c] != -INFINITY:
-                        d[c] += static[c]
-        best = -INFINITY
-        best_p = best_c = -1
-        if n > 0:
-            for p in range(M):
-                for c in range(m):
-                    if delta[((n - 1) * M + p) * m + c] > best:
-                        best = delta[((n - 1) * M + p) * m + c]
-                        best_p = p
-                        best_c = c
-            i = n - 1
-            p = best_p
-            c = best_c
-            while i >= 0 and c >= 0:
-                out[i] = c
-                pp = back[(i * M + p) * m + c]
-                c = p
-                p = pp
-                i -= 1
-    free(delta); free(back); free(hs)
+                    v = prev_score + h[c]
+                    if v > d[c]:
+                        d[c] = v
+                        b[c] = pp
+            # The static scores and the position mask do not depend on pp: once per (i, p).
+            for c in range(m):
+                if pos_mask != NULL and not pos_mask[c]:
+                    d[c] = -INFINITY
+                    b[c] = -1
+                elif d[c] != -INFINITY:
+                    d[c] += static[c]
+    best = -INFINITY
+    best_p = best_c = -1
+    if n > 0:
+        for p in range(M):
+            for c in range(m):
+                if delta[((n - 1) * M + p) * m + c] > best:
+                    best = delta[((n - 1) * M + p) * m + c]
+                    best_p = p
+                    best_c = c
+        i = n - 1
+        p = best_p
+        c = best_c
+        while i >= 0 and c >= 0:
+            out[i] = c
+            pp = back[(i * M + p) * m + c]
+            c = p
+            p = pp
+            i -= 1
     if n > 0 and best_c < 0:
-        raise ValueError("no label sequence satisfies the constraints")
+        return -INFINITY
     return best if n > 0 else 0.0
 
 
-def viterbi(TagSystem system, int order=1):
-    """The highest-scoring label sequence for the bound sentence, and its score."""
+def check_order(TagSystem system, int order):
+    """Raise ValueError unless an order-`order` Viterbi can decode the system's templates."""
     if order not in (1, 2):
         raise ValueError(f"order must be 1 or 2, got {order}")
     if system.templates.max_history > order:
@@ -176,10 +207,28 @@ def viterbi(TagSystem system, int order=1):
             f"an order-{order} Viterbi can account for; use order={system.templates.max_history} "
             "or a greedy/beam decoder"
         )
+
+
+NO_SEQUENCE = "no label sequence satisfies the constraints"
+
+
+def viterbi(TagSystem system, int order=1):
+    """The highest-scoring label sequence for the bound sentence, and its score."""
+    check_order(system, order)
     out = numpy.zeros((system.n_tokens,), dtype=numpy.int32)
     cdef int[::1] o = out
     cdef int* ptr = &o[0] if system.n_tokens else NULL
-    score = _viterbi1(system, ptr) if order == 1 else _viterbi2(system, ptr)
+    cdef ViterbiScratch scratch
+    cdef double score = 0.0
+    cdef int failed
+    memset(&scratch, 0, sizeof(ViterbiScratch))
+    try:
+        with nogil:
+            failed = viterbi_into(system, order, &scratch, ptr, &score)
+    finally:
+        free_scratch(&scratch)
+    if failed:
+        raise ValueError(NO_SEQUENCE)
     return out, score
 
 

@@ -2,7 +2,7 @@
 
 Class 0 is O; span type k has B = 1 + 2k and I = 2 + 2k, so adding a type appends columns.
 """
-from typing import TYPE_CHECKING, Dict, Iterable, List, Tuple
+from typing import TYPE_CHECKING, Dict, Iterable, List, Sequence, Tuple
 
 import numpy
 
@@ -82,17 +82,34 @@ def spans_to_classes(spans: Iterable, n_tokens: int, type_of: Dict[str, int], na
 
 def classes_to_chunks(classes) -> List[Tuple[int, int, int]]:
     """(start, end, type index) for a valid BIO class sequence (0 = O, 1 + 2k = B, 2 + 2k = I)."""
-    chunks = []
-    start = -1
-    kind = -1
-    for i, c in enumerate(classes.tolist() if hasattr(classes, "tolist") else classes):
-        if c == 0 or c % 2 == 1 or start < 0 or (c - 2) // 2 != kind:
-            if start >= 0:
-                chunks.append((start, i, kind))
-                start = -1
-            if c != 0:
-                start, kind = i, (c - 1) // 2
-        # else: I of the open chunk's type continues it
-    if start >= 0:
-        chunks.append((start, len(classes), kind))
-    return chunks
+    return chunks_by_doc([numpy.asarray(classes)])[0]
+
+
+def chunks_by_doc(batch_classes: Sequence[numpy.ndarray]) -> List[List[Tuple[int, int, int]]]:
+    """`classes_to_chunks` of each doc's classes, found for the whole batch at once.
+
+    A chunk starts at every B, and at an I that does not continue a chunk of its type (after O,
+    at the start of a doc or after another type); it ends before the next start or O."""
+    lengths = numpy.array([len(c) for c in batch_classes], dtype=numpy.int64)
+    offsets = numpy.concatenate([[0], numpy.cumsum(lengths)])
+    n = int(offsets[-1])
+    if n == 0:
+        return [[] for _ in batch_classes]
+    c = numpy.concatenate([numpy.asarray(x, dtype=numpy.int64) for x in batch_classes])
+    inside = c != 0
+    is_b = (c % 2) == 1
+    kind = numpy.where(is_b, (c - 1) // 2, (c - 2) // 2)
+    first = numpy.zeros((n,), dtype=bool)
+    first[offsets[:-1][lengths > 0]] = True
+    continues = numpy.zeros((n,), dtype=bool)
+    continues[1:] = inside[:-1] & (kind[:-1] == kind[1:])
+    starts = inside & (is_b | first | ~continues)
+    boundaries = numpy.flatnonzero(starts | ~inside | first)
+    start_idx = numpy.flatnonzero(starts)
+    following = numpy.searchsorted(boundaries, start_idx, side="right")
+    ends = numpy.append(boundaries, n)[following]
+    doc_of = numpy.searchsorted(offsets, start_idx, side="right") - 1
+    base = offsets[doc_of]
+    rows = list(zip((start_idx - base).tolist(), (ends - base).tolist(), kind[start_idx].tolist()))
+    per_doc = numpy.searchsorted(doc_of, numpy.arange(len(batch_classes) + 1))
+    return [rows[a:b] for a, b in zip(per_doc[:-1].tolist(), per_doc[1:].tolist())]

@@ -15,7 +15,7 @@ from spacy.vocab import Vocab
 
 from ..errors import Errors
 from ..model import PerceptronModel
-from .bio import BIOLabels, bio_transitions, classes_to_chunks, n_bio_classes, spans_to_classes
+from .bio import BIOLabels, bio_transitions, chunks_by_doc, classes_to_chunks, n_bio_classes, spans_to_classes
 from .sequence import SequenceLabeller
 
 
@@ -70,8 +70,8 @@ class StructuredChunker(BIOLabels, SequenceLabeller):
     def set_annotations(self, docs: Iterable[Doc], batch_classes: List[numpy.ndarray]) -> None:
         key = self.cfg["spans_key"]
         hashes = self._label_hashes
-        for doc, classes in zip(docs, batch_classes):
-            doc.spans[key] = [Span(doc, s, e, label=hashes[k]) for s, e, k in classes_to_chunks(classes)]
+        for doc, chunks in zip(docs, chunks_by_doc(batch_classes)):
+            doc.spans[key] = [Span(doc, s, e, label=hashes[k]) for s, e, k in chunks]
 
     # Training ----------------------------------------------------------------------------------
 

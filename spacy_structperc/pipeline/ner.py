@@ -18,7 +18,7 @@ Two details from the paper matter in practice:
 
 `n_latent = 1` is the plain structured perceptron (Collins 2002) over the same features.
 """
-from typing import Dict, Iterable, List, Optional
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy
 from spacy.attrs import ENT_IOB, ENT_TYPE
@@ -29,7 +29,8 @@ from spacy.vocab import Vocab
 from .._core import viterbi
 from ..errors import Errors, Warnings, warn
 from ..model import PerceptronModel
-from .bio import BIOLabels, bio_transitions, classes_to_chunks, latent_transitions, n_bio_classes
+from ..features import AtomBatch
+from .bio import BIOLabels, bio_transitions, chunks_by_doc, latent_transitions, n_bio_classes
 from .sequence import SequenceLabeller
 
 IOB_I, IOB_O, IOB_B = 1, 2, 3   # spaCy's token.ent_iob codes; 0 = no annotation
@@ -90,12 +91,24 @@ class LatentEntityRecognizer(BIOLabels, SequenceLabeller):
 
     # Decoding ----------------------------------------------------------------------------------
 
-    def _decode(self) -> numpy.ndarray:
-        latent, _ = viterbi.viterbi(self.system, self.cfg["order"])
-        return latent // self.n_latent
+    def _decoder_setting(self) -> Tuple[str, int]:
+        return "viterbi", self.cfg["order"]
+
+    def _project(self, classes: numpy.ndarray) -> numpy.ndarray:
+        return classes // self.n_latent
 
     def _position_mask(self, doc: Doc, gold: Optional[numpy.ndarray]) -> Optional[numpy.ndarray]:
         return self._preset_mask(doc, gold)
+
+    def _position_masks(self, docs: Sequence[Doc], atoms: AtomBatch) -> Optional[numpy.ndarray]:
+        masks = None
+        for k, doc in enumerate(docs):
+            mask = self._preset_mask(doc, None) if len(doc) else None
+            if mask is not None:
+                if masks is None:
+                    masks = numpy.ones((len(atoms.atoms), self.n_classes), dtype=numpy.uint8)
+                masks[atoms.offsets[k]:atoms.offsets[k + 1]] = mask
+        return masks
 
     def _preset_mask(self, doc: Doc, gold: Optional[numpy.ndarray]) -> Optional[numpy.ndarray]:
         """Entities already on the Doc (an entity_ruler before this component, say) are
@@ -128,9 +141,10 @@ class LatentEntityRecognizer(BIOLabels, SequenceLabeller):
 
     def set_annotations(self, docs: Iterable[Doc], batch_classes: List[numpy.ndarray]) -> None:
         hashes = self._label_hashes
-        for doc, classes in zip(docs, batch_classes):
+        docs = list(docs)
+        for doc, chunks in zip(docs, chunks_by_doc(batch_classes)):
             preset = list(doc.ents)
-            found = [Span(doc, s, e, label=hashes[k]) for s, e, k in classes_to_chunks(classes)]
+            found = [Span(doc, s, e, label=hashes[k]) for s, e, k in chunks]
             if preset:
                 taken = numpy.zeros((len(doc),), dtype=bool)
                 for ent in preset:

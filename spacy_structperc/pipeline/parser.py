@@ -25,20 +25,21 @@ does.
 """
 import zlib
 from collections import Counter
-from typing import Any, Dict, Iterable, List, Optional, Tuple, cast
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, cast
 
 import numpy
 import srsly
-from spacy.attrs import DEP, HEAD
+from spacy.attrs import DEP, HEAD, SENT_START
 from spacy.tokens import Doc
 from spacy.training import Example, validate_examples
 from spacy.vocab import Vocab
 from thinc.types import Ints2d
 
-from .._core import beam, lookahead
+from .._core import batch, beam, lookahead
 from .._core.arcstandard import ArcStandardSystem
 from .._core.weights import AveragedWeights
 from ..errors import Errors
+from ..features import AtomBatch
 from ..rerank_features import GROUPS, TreeFeatures
 from ..reranking import KERNELS, LEARNERS, CandidateLists, make_reranker, reranker_from_dict
 from ..parser_model import ParserModel
@@ -47,7 +48,6 @@ from .nonproj import deprojectivize, is_decorated, projective_gold, undecorated
 from .sequence import _choice
 
 DECODERS = ("greedy", "beam")
-SHIFT_ACTION, BREAK_ACTION = 0, 1   # _core/arcstandard.pyx
 PARSE_WINDOW = 1000   # tokens bound at once in a Doc without sentence boundaries
 BACKOFF_LABEL = "dep"
 RERANKER_DEFAULTS = {"learner": "perceptron", "k": 8, "kernel": "poly", "folds": 4,
@@ -159,6 +159,7 @@ class StructuredParser(PerceptronPipe):
         self._label_values = numpy.array([self.vocab.strings.add(l) for l in self.cfg["labels"]]
                                           + [self.vocab.strings.add(self.cfg["root_label"])],
                                           dtype=numpy.uint64)
+        self._decorated = numpy.array([is_decorated(l) for l in self.cfg["labels"]] + [False], dtype=bool)
 
     def _label_id(self, label: str) -> int:
         """The class of a gold label, backing off decorated labels to their base label and
@@ -259,16 +260,27 @@ class StructuredParser(PerceptronPipe):
             return [(s.start, s.end) for s in doc.sents], False
         return [(0, len(doc))], True
 
-    def _decode(self, system: ArcStandardSystem) -> numpy.ndarray:
+    def _decoder_setting(self) -> Tuple[str, int]:
+        """The decoder ("greedy" or "beam") and its parameter (lookahead depth, beam width)."""
         if self.cfg["decoder"] == "beam":
-            return beam.decode(system, self.cfg["beam_width"])
-        return lookahead.decode(system, self.cfg["lookahead_depth"])
+            return "beam", self.cfg["beam_width"]
+        return "greedy", self.cfg["lookahead_depth"]
 
     def predict(self, docs: Iterable[Doc]) -> List[Tuple[numpy.ndarray, numpy.ndarray]]:
         """(heads, label classes) per doc: heads are token indices (a root is its own head) and a
-        root's class is the last one (the root label)."""
+        root's class is the last one (the root label).
+
+        The whole batch is parsed in one call with the GIL released (`_core/batch.pyx`): each
+        sentence of a Doc with boundaries on its own, a Doc without them PARSE_WINDOW tokens at
+        a time, keeping the sentences the parser itself ends (BREAK) before each window's end.
+        A state holds nine ints per bound token and the beam and lookahead copy states at every
+        step, so binding a whole long Doc made its time grow quadratically; the sentence a
+        window cuts is parsed again whole in the next one (a window without any BREAK, a
+        sentence longer than PARSE_WINDOW, is kept whole: the parser's sentence is cut there)."""
         self.begin_predict()
-        system = self.system
+        docs = list(docs)
+        if self.reranker is None:
+            return self._decode_prepared(self._prepare(docs))
         root_class = len(self.cfg["labels"])
         out = []
         for doc in docs:
@@ -278,54 +290,55 @@ class StructuredParser(PerceptronPipe):
             if n:
                 atoms = self.model.atoms(doc, self.name)
                 spans, allow_break = self._spans(doc)
-                if self.reranker is not None:
-                    chosen = self._rerank_doc(doc, atoms, spans, allow_break)
+                chosen = self._rerank_doc(doc, atoms, spans, allow_break)
                 for s, (start, end) in enumerate(spans):
-                    if self.reranker is not None:
-                        h, c = chosen[s]
-                        attached = h >= 0
-                        heads[start:end][attached] = h[attached] + start
-                        classes[start:end][attached] = c[attached]
-                        continue
-                    if allow_break:
-                        self._parse_in_windows(system, atoms, start, end, heads, classes)
-                        continue
-                    system.set_sentence(atoms[start:end], allow_break=allow_break)
-                    h, l = system.run(self._decode(system))
+                    h, c = chosen[s]
                     attached = h >= 0
                     heads[start:end][attached] = h[attached] + start
-                    classes[start:end][attached] = l[attached]
+                    classes[start:end][attached] = c[attached]
             out.append((heads, classes))
         return out
 
-    def _parse_in_windows(self, system: ArcStandardSystem, atoms: numpy.ndarray, start: int, end: int,
-                          heads: numpy.ndarray, classes: numpy.ndarray) -> None:
-        """Parse [start, end) of a Doc without sentence boundaries a window at a time, keeping
-        the sentences the parser itself ends (BREAK) before the window's end.
+    def _prepare(self, docs: Sequence[Doc]) -> Tuple[AtomBatch, numpy.ndarray]:
+        """The atoms and spans of a batch (the first stage of predict): spans are (start, end,
+        allow_break) rows of the batch, see `_spans`."""
+        atoms = self.model.atoms.batch(docs, self.name)
+        offsets = atoms.offsets
+        n_rows = len(atoms.atoms)
+        # Rows that start a sentence of a Doc with boundaries (doc.sents: its first token and
+        # wherever sent_start is 1), and the Docs the parser splits itself.
+        starts = numpy.zeros((n_rows,), dtype=bool)
+        free = []
+        bounds = offsets.tolist()
+        for k, doc in enumerate(docs):
+            a, b = bounds[k], bounds[k + 1]
+            if a == b:
+                continue
+            if not doc.has_annotation("SENT_START"):
+                free.append(k)
+            elif "sents" in doc.user_hooks:
+                starts[[a + s.start for s in doc.sents]] = True
+            else:
+                starts[a:b] = doc.to_array(SENT_START) == 1
+                starts[a] = True
+        first = numpy.flatnonzero(starts)
+        doc_end = offsets[numpy.searchsorted(offsets, first, side="right")]
+        ends = numpy.minimum(numpy.append(first[1:], n_rows), doc_end)
+        fixed = numpy.stack([first, ends, numpy.zeros_like(first)], axis=1)
+        free_rows = numpy.array([[bounds[k], bounds[k + 1], 1] for k in free], dtype=numpy.int64)
+        rows = numpy.concatenate([fixed, free_rows.reshape((-1, 3))])
+        return atoms, numpy.ascontiguousarray(rows, dtype=numpy.int64)
 
-        A state holds nine ints per bound token and the beam and lookahead copy states at every
-        step, so binding a whole long Doc made its time grow quadratically. A window is WINDOW
-        tokens; its parse is kept up to its last BREAK and the next window starts there, so the
-        sentence a window cuts is parsed again whole. A window without any BREAK (a sentence
-        longer than WINDOW) is kept whole: the parser's sentence is cut there."""
-        s = start
-        while s < end:
-            e = min(end, s + PARSE_WINDOW)
-            system.set_sentence(atoms[s:e], allow_break=True)
-            actions = self._decode(system)
-            h, l = system.run(actions)
-            keep = e - s
-            if e < end:
-                breaks = numpy.flatnonzero(actions == BREAK_ACTION)
-                if len(breaks):
-                    # The tokens shifted before the last BREAK form finished sentences.
-                    shifted = int((actions[:breaks[-1]] == SHIFT_ACTION).sum())
-                    keep = shifted if shifted > 0 else keep
-            h, l = h[:keep], l[:keep]
-            attached = h >= 0
-            heads[s:s + keep][attached] = h[attached] + s
-            classes[s:s + keep][attached] = l[attached]
-            s += keep
+    def _decode_prepared(self, prepared: Tuple[AtomBatch, numpy.ndarray]) -> List[Tuple[numpy.ndarray, numpy.ndarray]]:
+        """Parse a prepared batch (the second stage of predict): (heads, classes) per doc."""
+        atoms, spans = prepared
+        n = len(atoms.atoms)
+        heads = numpy.arange(n, dtype=numpy.int64)
+        classes = numpy.full((n,), len(self.cfg["labels"]), dtype=numpy.int64)
+        decoder, param = self._decoder_setting()
+        batch.parse(self.system, decoder, param, atoms.atoms, spans, PARSE_WINDOW, heads, classes)
+        offsets = atoms.offsets.tolist()
+        return [(heads[a:b] - a, classes[a:b]) for a, b in zip(offsets[:-1], offsets[1:])]
 
     def kbest(self, doc: Doc, k: int, width: Optional[int] = None):
         """The k best distinct parses of each span of `doc` (see `_spans`) by beam search of
@@ -521,15 +534,26 @@ class StructuredParser(PerceptronPipe):
         return (_unpickle_parser, (fn, args, self._reranker_bytes()))
 
     def set_annotations(self, docs: Iterable[Doc], predictions) -> None:
-        for doc, (heads, classes) in zip(docs, predictions):
-            n = len(doc)
-            if not n:
-                continue
-            arr = numpy.zeros((n, 2), dtype=numpy.uint64)
-            arr[:, 0] = (heads - numpy.arange(n)).astype(numpy.int64).view(numpy.uint64)
-            arr[:, 1] = self._label_values[classes]
-            doc.from_array([HEAD, DEP], cast(Ints2d, arr))
-            deprojectivize(doc)
+        """Write heads and labels with one from_array per Doc; spaCy's deprojectivize (a Python
+        step per token) runs only on the Docs that got a decorated label."""
+        predictions = list(predictions)
+        if not predictions:
+            return
+        heads = numpy.concatenate([h for h, _ in predictions])
+        classes = numpy.concatenate([c for _, c in predictions])
+        lengths = [len(h) for h, _ in predictions]
+        positions = numpy.concatenate([numpy.arange(n) for n in lengths])
+        values = numpy.zeros((len(heads), 2), dtype=numpy.uint64)
+        values[:, 0] = (heads - positions).astype(numpy.int64).view(numpy.uint64)
+        values[:, 1] = self._label_values[classes]
+        decorated = self._decorated[classes]
+        start = 0
+        for doc, n in zip(docs, lengths):
+            if n:
+                doc.from_array([HEAD, DEP], cast(Ints2d, values[start:start + n]))
+                if decorated[start:start + n].any():
+                    deprojectivize(doc)
+                start += n
 
     # Training ----------------------------------------------------------------------------------
 

@@ -7,16 +7,17 @@ ids (`_gold_classes`), how decisions are written to the Doc (`set_annotations`),
 which label bigrams are valid (`_transitions`, e.g. BIO) and which labels each token may take
 (`_position_mask`, e.g. a tag dictionary).
 """
-from typing import Dict, Iterable, List, Optional, Tuple
+from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy
 from spacy.tokens import Doc
 from spacy.training import Example, validate_examples
 from spacy.vocab import Vocab
 
-from .._core import beam, lookahead, viterbi
+from .._core import batch, beam, lookahead, viterbi
 from .._core.tagging import TagSystem
 from ..errors import Errors
+from ..features import AtomBatch
 from ..model import PerceptronModel
 from .base import PerceptronPipe
 
@@ -60,6 +61,26 @@ def decode_windows(doc: Doc, window: int = WINDOW, margin: int = MARGIN) -> List
     return out
 
 
+def batch_windows(docs: Sequence[Doc], offsets: numpy.ndarray) -> numpy.ndarray:
+    """`decode_windows` of every doc, as (n_windows, 4) int64 rows of the batch whose Doc k is
+    rows offsets[k]:offsets[k + 1]. A Doc that fits one window is one row, found without Python
+    per Doc."""
+    window, margin = decode_windows.__defaults__
+    starts, lengths = offsets[:-1], numpy.diff(offsets)
+    whole = (lengths > 0) & (lengths <= window + 2 * margin)
+    rows = [numpy.stack([starts, starts + lengths, starts, starts + lengths], axis=1)[whole]]
+    for k in numpy.flatnonzero(lengths > window + 2 * margin).tolist():
+        rows.append(numpy.asarray(decode_windows(docs[k]), dtype=numpy.int64) + offsets[k])
+    return numpy.ascontiguousarray(numpy.concatenate(rows), dtype=numpy.int64)
+
+
+class Prepared(NamedTuple):
+    """A batch ready to decode: its atoms, position mask (None: no constraint) and windows."""
+    atoms: AtomBatch
+    allowed: Optional[numpy.ndarray]
+    windows: numpy.ndarray
+
+
 def _choice(name: str, setting: str, value, options) -> None:
     if value not in options:
         raise ValueError(Errors.S008.format(setting=setting, value=value, name=name, options=list(options)))
@@ -98,6 +119,10 @@ class SequenceLabeller(PerceptronPipe):
 
     def _position_mask(self, doc: Doc, gold: Optional[numpy.ndarray]) -> Optional[numpy.ndarray]:
         """Labels each token may take (n_tokens, n_classes) uint8, in text order; None allows all."""
+        return None
+
+    def _position_masks(self, docs: Sequence[Doc], atoms: AtomBatch) -> Optional[numpy.ndarray]:
+        """`_position_mask` of every doc (without gold), as rows of the batch; None allows all."""
         return None
 
     def _gold_classes(self, eg: Example) -> numpy.ndarray:
@@ -145,37 +170,65 @@ class SequenceLabeller(PerceptronPipe):
             allowed = allowed[::-1] if allowed is not None else None
         system.set_sentence(atoms, gold, allowed)
 
-    def _decode(self) -> numpy.ndarray:
+    def _decoder_setting(self) -> Tuple[str, int]:
+        """The decoder predict uses ("greedy", "viterbi" or "beam") and its parameter (the
+        lookahead depth, the order or the beam width)."""
         decoder = self.cfg["decoder"]
         if decoder == "viterbi":
-            return viterbi.viterbi(self.system, self.cfg["order"])[0]
+            return decoder, self.cfg["order"]
         if decoder == "beam":
-            return beam.decode(self.system, self.cfg["beam_width"])
-        return lookahead.decode(self.system, self.cfg["lookahead_depth"])
+            return decoder, self.cfg["beam_width"]
+        return decoder, self.cfg["lookahead_depth"]
+
+    def _project(self, classes: numpy.ndarray) -> numpy.ndarray:
+        """The output classes of decoded system classes (NER maps latent states to labels)."""
+        return classes
+
+    def _decode(self) -> numpy.ndarray:
+        """Decode the sentence bound to this thread's system (see `_bind`), in its direction."""
+        decoder, param = self._decoder_setting()
+        if decoder == "viterbi":
+            return self._project(viterbi.viterbi(self.system, param)[0])
+        if decoder == "beam":
+            return self._project(beam.decode(self.system, param))
+        return self._project(lookahead.decode(self.system, param))
 
     def predict(self, docs: Iterable[Doc]) -> List[numpy.ndarray]:
         """Class ids for every token of every doc, with averaged weights.
 
-        A Doc of up to WINDOW + 2 * MARGIN tokens is decoded at once. A longer one is decoded a
-        window at a time (see `decode_windows`), so time and memory per token do not grow with
-        the Doc: second-order Viterbi holds ~20 KB per bound token."""
+        The whole batch is decoded in one call with the GIL released (`_core/batch.pyx`). A Doc
+        of up to WINDOW + 2 * MARGIN tokens is decoded at once. A longer one is decoded a window
+        at a time (see `decode_windows`), so time and memory per token do not grow with the Doc:
+        second-order Viterbi holds ~20 KB per bound token."""
         self.begin_predict()
-        out = []
+        return self._decode_prepared(self._prepare(list(docs)))
+
+    def _prepare(self, docs: Sequence[Doc]) -> Prepared:
+        """The atoms, position masks and windows of a batch (the first stage of predict)."""
+        atoms = self.model.atoms.batch(docs, self.name)
+        return Prepared(atoms, self._position_masks(docs, atoms), batch_windows(docs, atoms.offsets))
+
+    def _decode_prepared(self, prepared: Prepared) -> List[numpy.ndarray]:
+        """Decode a prepared batch (the second stage of predict): class ids per doc."""
+        atoms, offsets = prepared.atoms.atoms, prepared.atoms.offsets
+        allowed, windows = prepared.allowed, prepared.windows
+        start_mask = None
         rtl = self.cfg.get("direction", "ltr") == "rtl"
-        for doc in docs:
-            n = len(doc)
-            classes = numpy.zeros((n,), dtype=numpy.int32)
-            if n:
-                atoms = self.model.atoms(doc, self.name)
-                allowed = self._position_mask(doc, None)
-                for a, b, keep_a, keep_b in decode_windows(doc):
-                    self._bind_arrays(atoms[a:b], allowed[a:b] if allowed is not None else None)
-                    got = self._decode()
-                    if rtl:
-                        got = got[::-1]
-                    classes[keep_a:keep_b] = got[keep_a - a:keep_b - a]
-            out.append(classes)
-        return out
+        system = self.system
+        if rtl:
+            # Right to left: decode the reversed batch, where each window's first token (whose
+            # constraint from the transitions' start row becomes one on the last decision) is
+            # the window's last row.
+            start_mask = self._thread_extra().get("start_mask")
+            atoms = atoms[::-1]
+            allowed = allowed[::-1] if allowed is not None else None
+            windows = len(atoms) - windows[:, [1, 0, 3, 2]]
+        decoder, param = self._decoder_setting()
+        classes = batch.tag(system, decoder, param, atoms, allowed, windows, start_mask)
+        if rtl:
+            classes = classes[::-1]
+        classes = self._project(classes)
+        return [classes[a:b] for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist())]
 
     def kbest(self, doc: Doc, k: int, width: Optional[int] = None) -> List:
         """The k best distinct label sequences of `doc` by beam search of width max(k,

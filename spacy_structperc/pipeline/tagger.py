@@ -4,7 +4,7 @@ Three decoders over one model (see SequenceLabeller): exact Viterbi (first or se
 Collins 2002), beam search with violation-fixing updates (huang2012), and greedy history-based
 decoding with depth-D lookahead and the margin perceptron (tsuruoka2011).
 """
-from typing import Any, Dict, Iterable, List, Optional, cast
+from typing import Any, Dict, Iterable, List, Optional, Sequence, cast
 
 import numpy
 from spacy.attrs import POS, TAG
@@ -14,7 +14,9 @@ from spacy.training import Example
 from spacy.vocab import Vocab
 from thinc.types import Ints2d
 
+from .._core.atoms import AtomTable
 from ..errors import Errors
+from ..features import AtomBatch
 from ..model import PerceptronModel
 from .sequence import SequenceLabeller, _choice
 
@@ -70,13 +72,16 @@ class StructuredTagger(SequenceLabeller):
                                        dtype=numpy.uint64)
         self._class_of_value = {int(v): i for i, v in enumerate(self._label_values)}
         self._class_of_label = {l: i for i, l in enumerate(labels)}
-        # Row 0 allows every label; word types in the tag dictionary get their own rows.
+        # Row 0 allows every label; word types in the tag dictionary get their own rows, found
+        # by orth id in an AtomTable of one column (a word not in it keeps row 0).
         label_dict = self.model.label_dict
         self._dict_rows = {orth: j + 1 for j, orth in enumerate(label_dict)}
         self._dict_masks = numpy.ones((len(label_dict) + 1, max(1, len(labels))), dtype=numpy.uint8)
+        self._dict_table = AtomTable(1)
         for orth, j in self._dict_rows.items():
             self._dict_masks[j] = 0
             self._dict_masks[j, label_dict[orth]] = 1
+            self._dict_table.add(orth, [j])
 
     def initialize(self, get_examples, *, nlp=None, labels: Optional[Iterable[str]] = None) -> None:
         """Take the label set from `labels` (spacy init labels) or from the training examples."""
@@ -128,27 +133,44 @@ class StructuredTagger(SequenceLabeller):
 
     # Decoding ----------------------------------------------------------------------------------
 
+    def _dict_mask(self, orths: numpy.ndarray) -> numpy.ndarray:
+        rows = numpy.zeros((len(orths), 1), dtype=numpy.uint64)
+        self._dict_table.gather(orths, rows)
+        return self._dict_masks[rows[:, 0].astype(numpy.intp)]
+
     def _position_mask(self, doc: Doc, gold: Optional[numpy.ndarray]) -> Optional[numpy.ndarray]:
         """The tag dictionary's candidates per token (never excluding a known gold label)."""
         if not self._dict_rows:
             return None
-        rows_of = self._dict_rows
-        allowed = self._dict_masks[[rows_of.get(o, 0) for o in doc.to_array("ORTH").tolist()]]
+        allowed = self._dict_mask(doc.to_array("ORTH"))
         if gold is not None:
             known = numpy.flatnonzero(gold >= 0)
             allowed[known, gold[known]] = 1   # never forbid what the gold says
         return allowed
 
+    def _position_masks(self, docs: Sequence[Doc], atoms: AtomBatch) -> Optional[numpy.ndarray]:
+        return self._dict_mask(atoms.orths) if self._dict_rows else None
+
     def set_annotations(self, docs: Iterable[Doc], batch_classes: List[numpy.ndarray]) -> None:
+        """Write the tags (and their POS) of the whole batch with one from_array per Doc."""
         attr = ATTRS[self.cfg["attr"]]
         with_pos = attr == TAG and bool(self._pos_values.any())
-        for doc, classes in zip(docs, batch_classes):
-            if len(doc):
-                if with_pos:
-                    values = numpy.stack([self._label_values[classes], self._pos_values[classes]], axis=1)
-                    doc.from_array([TAG, POS], cast(Ints2d, values))
-                else:
-                    doc.from_array([attr], self._label_values[classes].reshape((-1, 1)))
+        batch_classes = list(batch_classes)
+        if not batch_classes:
+            return
+        classes = numpy.concatenate(batch_classes)
+        if with_pos:
+            attrs = [TAG, POS]
+            values = numpy.stack([self._label_values[classes], self._pos_values[classes]], axis=1)
+        else:
+            attrs = [attr]
+            values = self._label_values[classes].reshape((-1, 1))
+        start = 0
+        for doc in docs:
+            n = len(doc)
+            if n:
+                doc.from_array(attrs, cast(Ints2d, values[start:start + n]))
+                start += n
 
     # Training ----------------------------------------------------------------------------------
 

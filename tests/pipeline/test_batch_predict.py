@@ -1,0 +1,246 @@
+"""Batched prediction: each component decodes a whole batch in one call (_core/batch.pyx), and
+must give exactly what binding each window or sentence of each Doc alone and decoding it gives;
+nlp.pipe must give the same whatever the batch size and however many threads run at once. The
+atoms gathered from the word-type table must equal their Python definition (features.py)."""
+import sys
+from pathlib import Path
+
+import numpy
+import pytest
+from spacy.tokens import Doc, Span
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "reliability"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "core"))
+from threaded_nlp import annotations, random_texts, run_threads, train_pipeline  # noqa: E402
+from test_batch import parse_reference, random_weights  # noqa: E402
+
+from spacy_structperc.features import (CLUSTER_ATOMS, DOC_ATOMS, LEXICAL_ATOMS, LEXICON_ATOMS,  # noqa: E402
+                                       AtomExtractor, Lexicon, _cluster_atom, _h)
+from spacy_structperc.pipeline import parser as parser_module, sequence  # noqa: E402
+from spacy_structperc.pipeline.sequence import decode_windows  # noqa: E402
+
+LABELLERS = [
+    ("structperc_tagger", {"decoder": "greedy", "lookahead_depth": 0}),
+    ("structperc_tagger", {"decoder": "greedy", "lookahead_depth": 1}),
+    ("structperc_tagger", {"decoder": "viterbi", "order": 2}),
+    ("structperc_tagger", {"decoder": "beam", "beam_width": 3}),
+    ("structperc_tagger", {"decoder": "viterbi", "order": 2, "direction": "rtl"}),
+    ("structperc_chunker", {"decoder": "greedy"}),
+    ("structperc_chunker", {"decoder": "viterbi", "order": 2, "direction": "rtl"}),
+    ("structperc_chunker", {"decoder": "beam", "beam_width": 3, "direction": "rtl"}),
+    ("structperc_ner", {}),
+]
+PARSERS = [{"decoder": "greedy", "lookahead_depth": 0}, {"decoder": "greedy", "lookahead_depth": 1},
+           {"decoder": "beam", "beam_width": 4}]
+
+
+@pytest.fixture(scope="module")
+def nlp():
+    return train_pipeline(n_train=40, epochs=2)
+
+
+@pytest.fixture
+def small_windows(monkeypatch):
+    """Windows of 40 tokens (10 of margin), parser windows of 30: the test docs span several."""
+    monkeypatch.setattr(sequence.decode_windows, "__defaults__", (40, 10))
+    monkeypatch.setattr(parser_module, "PARSE_WINDOW", 30)
+
+
+def make_docs(nlp, tagged=True):
+    """Short, empty and long docs, with and without sentence boundaries, some with preset
+    entities (one of a known type, one of a type the NER does not know)."""
+    docs = []
+    for i, words in enumerate(random_texts(14, seed=3, max_sents=30)):
+        with_sents = i % 3 == 0
+        starts = [w in ("I", "they", "we", "she", "the", "London") for w in words] if with_sents else None
+        if starts:
+            starts[0] = True
+        docs.append(Doc(nlp.vocab, words=words, sent_starts=starts))
+        if i % 4 == 1:
+            docs.append(Doc(nlp.vocab, words=[]))
+    docs[3].ents = [Span(docs[3], 1, 2, label="GPE"), Span(docs[3], 4, 6, label="DATE")]
+    if tagged:
+        tagger = nlp.get_pipe("structperc_tagger")
+        docs = [tagger(doc) for doc in docs]
+    assert max(len(d) for d in docs) > 100 and min(len(d) for d in docs) == 0
+    return docs
+
+
+def reference_labels(pipe, doc):
+    """Each window of `doc` bound alone (set_sentence) and decoded by the decoder's own call."""
+    out = numpy.zeros((len(doc),), dtype=numpy.int64)
+    if not len(doc):
+        return out
+    atoms = pipe.model.atoms(doc, pipe.name)
+    allowed = pipe._position_mask(doc, None)
+    rtl = pipe.cfg.get("direction", "ltr") == "rtl"
+    for a, b, ka, kb in decode_windows(doc):
+        pipe._bind_arrays(atoms[a:b], allowed[a:b] if allowed is not None else None)
+        got = pipe._decode()
+        if rtl:
+            got = got[::-1]
+        out[ka:kb] = got[ka - a:kb - a]
+    return out
+
+
+def reference_parse(parser, doc):
+    """Each sentence (or window of a Doc without sentences) bound alone and decoded."""
+    atoms = parser.model.atoms(doc, parser.name)
+    spans, allow_break = parser._spans(doc) if len(doc) else ([], False)
+    rows = numpy.array([(start, end, int(allow_break)) for start, end in spans], dtype=numpy.int64)
+    decoder, param = parser._decoder_setting()
+    return parse_reference(parser.system, decoder, param, atoms, rows.reshape((-1, 3)),
+                           parser_module.PARSE_WINDOW, unattached=len(parser.cfg["labels"]))
+
+
+def _configured(pipe, config):
+    saved = dict(pipe.cfg)
+    pipe.cfg.update(config)
+    pipe._labels_changed()   # the direction changes the system's constraints
+    return saved
+
+
+def _restore(pipe, saved):
+    pipe.cfg.clear()
+    pipe.cfg.update(saved)
+    pipe._labels_changed()
+
+
+@pytest.fixture(scope="module")
+def random_nlp():
+    """A pipeline whose chunker has random weights on every feature the test docs can fire, so
+    its decisions (B, I or O anywhere) exercise every constraint."""
+    nlp = train_pipeline(n_train=10, epochs=1)
+    chunker = nlp.get_pipe("structperc_chunker")
+    random_weights(chunker.model.templates, chunker.model.weights,
+                   [chunker.model.atoms(doc) for doc in make_docs(nlp)], chunker.n_classes,
+                   numpy.random.default_rng(0), scale=10.0)
+    return nlp
+
+
+@pytest.mark.parametrize("factory,config", LABELLERS, ids=lambda x: str(x))
+def test_labellers_decode_a_batch_as_each_window_alone(nlp, random_nlp, small_windows, factory, config):
+    if factory == "structperc_chunker":
+        nlp = random_nlp
+    pipe = nlp.get_pipe(factory)
+    saved = _configured(pipe, config)
+    try:
+        docs = make_docs(nlp)
+        got = pipe.predict(docs)
+        assert len(got) == len(docs)
+        for doc, classes in zip(docs, got):
+            assert classes.tolist() == reference_labels(pipe, doc).tolist()
+    finally:
+        _restore(pipe, saved)
+
+
+@pytest.mark.parametrize("config", PARSERS, ids=str)
+def test_parser_decodes_a_batch_as_each_sentence_or_window_alone(nlp, small_windows, config):
+    pipe = nlp.get_pipe("structperc_parser")
+    saved = _configured(pipe, config)
+    try:
+        docs = make_docs(nlp)
+        got = pipe.predict(docs)
+        for doc, (heads, classes) in zip(docs, got):
+            want_heads, want_classes = reference_parse(pipe, doc)
+            assert heads.tolist() == want_heads.tolist()
+            assert classes.tolist() == want_classes.tolist()
+    finally:
+        _restore(pipe, saved)
+
+
+def test_nlp_pipe_gives_the_single_doc_results_at_every_batch_size(nlp, small_windows):
+    expected = [annotations(nlp(doc)) for doc in make_docs(nlp, tagged=False)]
+    for batch_size in (1, 3, 1000):
+        got = [annotations(d) for d in nlp.pipe(make_docs(nlp, tagged=False), batch_size=batch_size)]
+        assert got == expected, batch_size
+    # Something was found: the comparison is not between empty annotations.
+    assert any(ents for _, _, _, ents, _, _ in expected) and any(chunks for *_, chunks, _ in expected)
+
+
+def test_threads_with_different_batch_sizes_agree_with_one_thread(nlp, small_windows):
+    expected = [annotations(d) for d in nlp.pipe(make_docs(nlp, tagged=False), batch_size=1000)]
+    sizes = (1, 5, 1000)
+    results = run_threads(lambda k: [annotations(d) for d in nlp.pipe(make_docs(nlp, tagged=False),
+                                                                      batch_size=sizes[k])],
+                          len(sizes), 3)
+    for per_thread in results:
+        assert per_thread == [expected] * len(sizes)
+
+
+# Atoms: the C gather against the Python definition ---------------------------------------------
+
+def _extractor():
+    clusters = {}
+    for i, word in enumerate(["the", "dog", "London", "eggs", "of", "said", "run"]):
+        from spacy.strings import hash_string
+        clusters[hash_string(word)] = 0b1000 + 3 * i + 1
+    tables = {"index": {"noun": ["dog", "egg", "run"], "verb": ["run", "say"], "adj": ["green"], "adv": []},
+              "exc": {"noun": [], "verb": ["said"], "adj": [], "adv": []},
+              "rules": {"noun": [["s", ""]], "verb": [["s", ""], ["ing", ""]], "adj": [], "adv": []}}
+    names = sorted(LEXICAL_ATOMS) + sorted(CLUSTER_ATOMS) + list(LEXICON_ATOMS) + sorted(DOC_ATOMS)
+    return AtomExtractor(names, clusters=clusters, lexicon=Lexicon(tables))
+
+
+def python_atoms(extractor, doc):
+    """Token by token, each atom from its definition in features.py."""
+    rows = []
+    for token in doc:
+        text, row = token.text, []
+        readings = extractor.lexicon.analyze(text)
+        for name in extractor.atom_names:
+            if name in LEXICAL_ATOMS:
+                row.append(LEXICAL_ATOMS[name](text))
+            elif name in CLUSTER_ATOMS:
+                row.append(_cluster_atom(name, CLUSTER_ATOMS[name], extractor.cluster_of(text)))
+            elif name == "lex":
+                row.append(_h("lex", "|".join(f"{p}{r}" for p, r in sorted(readings.items())) or "none"))
+            elif name in LEXICON_ATOMS:
+                row.append(_h(name, readings.get(name[4:])))
+            else:
+                row.append(token.tag if name == "tag" else token.pos)
+        rows.append(row)
+    return numpy.array(rows, dtype=numpy.uint64).reshape((len(doc), len(extractor.atom_names)))
+
+
+def _check_batches(extractor, docs):
+    want = [python_atoms(extractor, doc) for doc in docs]
+    for _ in range(2):   # the first call fills the table, the second reads it
+        got = extractor.batch(docs)
+        assert got.offsets.tolist() == numpy.cumsum([0] + [len(d) for d in docs]).tolist()
+        for k, doc in enumerate(docs):
+            assert got.doc_atoms(k).tolist() == want[k].tolist()
+            assert extractor(doc).tolist() == want[k].tolist()
+
+
+@pytest.mark.slow
+def test_atom_batches_equal_the_python_definition_on_ewt_words(data_dir):
+    import spacy
+    from conllu_data import read_conllu
+    nlp = spacy.blank("en")
+    docs = []
+    for gold in read_conllu(data_dir / "ud_en_ewt" / "en_ewt-ud-dev.conllu", limit=600):
+        doc = Doc(nlp.vocab, words=[t.text for t in gold], tags=[t.tag_ for t in gold],
+                  pos=[t.pos_ for t in gold])
+        docs.append(doc)
+    extractor = _extractor()
+    _check_batches(extractor, docs[:300])
+    _check_batches(extractor, docs)   # half new words, half known
+    assert len(extractor._table) > 2000
+
+
+def test_atom_batches_equal_the_python_definition_on_random_strings():
+    hypothesis = pytest.importorskip("hypothesis")
+    st = hypothesis.strategies
+    import spacy
+    nlp = spacy.blank("en")
+    extractor = _extractor()
+    word = st.text(min_size=1, max_size=12).filter(lambda w: not w.isspace())
+
+    @hypothesis.given(st.lists(st.lists(word, max_size=8), min_size=1, max_size=5))
+    def check(texts):
+        docs = [Doc(nlp.vocab, words=words, tags=["NN"] * len(words), pos=["NOUN"] * len(words))
+                for words in texts]
+        _check_batches(extractor, docs)
+
+    check()
