@@ -1,0 +1,139 @@
+"""Model-size settings (precision, prune_below) of a trained tagger + parser, measured on dev.
+
+Takes one trained pipeline (e.g. ``spacy train configs/parser.cfg`` output), re-saves it under
+each setting and measures, each in a fresh child process: bytes on disk per component,
+``spacy.load`` wall time and RSS after it (``VmRSS``; ``VmHWM`` for the peak), dev accuracy
+(XPOS tag_acc, UAS, LAS, on the pipeline's own dev corpus reader) and the share of dev tokens
+whose tag / (head, label) agree with the reference (the pipeline as given, float32 unless it
+was saved otherwise). Rows go to ``benchmarks/results/size_tuning.json``.
+
+    python benchmarks/tune_size.py --model training/parser/model-best --dev corpus/dev.spacy
+    python benchmarks/tune_size.py ... --settings "float32 0;int8 0;float16 0;int8 0.5"
+
+A setting is "PRECISION PRUNE_BELOW"; "reference" is the pipeline as given (no re-save).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _common as C  # noqa: E402
+
+RESULTS = Path(__file__).resolve().parent / "results" / "size_tuning.json"
+DEFAULT_SETTINGS = "float32 0;float16 0;int8 0;int8 0.25;int8 0.5;int8 1"
+
+CHILD = r"""
+import json, os, sys, time
+t0 = time.perf_counter()
+import spacy
+import spacy_structperc  # noqa: F401  (registered anyway; imported here so its import is not in the load time)
+t1 = time.perf_counter()
+nlp = spacy.load(sys.argv[1])
+t2 = time.perf_counter()
+def status(field):
+    for line in open("/proc/self/status"):
+        if line.startswith(field):
+            return int(line.split()[1]) / 1024
+out = {"load_seconds": t2 - t1, "import_seconds": t1 - t0, "rss_after_load_mb": status("VmRSS"),
+       "peak_rss_load_mb": status("VmHWM")}
+from spacy.util import resolve_dot_names
+config = nlp.config.copy()
+config["paths"]["dev"] = sys.argv[2]
+config["paths"]["train"] = sys.argv[2]
+(dev_corpus,) = resolve_dot_names(config.interpolate(), ["corpora.dev"])
+examples = list(dev_corpus(nlp))
+scores = nlp.evaluate(examples)
+out.update({k: scores.get(k) for k in ("tag_acc", "dep_uas", "dep_las")})
+pred = [nlp(eg.predicted.copy()) for eg in examples]
+out["predictions"] = [[(t.tag_, t.head.i, t.dep_) for t in doc] for doc in pred]
+print(json.dumps(out))
+"""
+
+
+def measure(model_dir: Path, dev: Path) -> dict:
+    proc = subprocess.run([sys.executable, "-c", CHILD, str(model_dir), str(dev)], capture_output=True,
+                          text=True, env=C.child_env(), cwd=C.REPO_ROOT)
+    if proc.returncode:
+        raise RuntimeError(proc.stderr[-3000:])
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def resave(model_dir: Path, out_dir: Path, precision: str, prune_below: float) -> None:
+    import spacy
+    nlp = spacy.load(model_dir)
+    for _, pipe in nlp.pipeline:
+        model = getattr(pipe, "model", None)
+        if hasattr(model, "precision"):
+            model.precision = precision
+            model.prune_below = prune_below
+    nlp.to_disk(out_dir)
+
+
+def sizes(model_dir: Path) -> dict:
+    out = {}
+    for comp in ("tagger", "parser"):
+        path = model_dir / comp / "model"
+        if path.exists():
+            out[f"{comp}_model_mb"] = path.stat().st_size / 1e6
+    out["pipeline_mb"] = sum(p.stat().st_size for p in model_dir.rglob("*") if p.is_file()) / 1e6
+    return out
+
+
+def agreement(pred, ref) -> dict:
+    n = same_tag = same_arc = 0
+    for a_doc, b_doc in zip(pred, ref):
+        for a, b in zip(a_doc, b_doc):
+            n += 1
+            same_tag += a[0] == b[0]
+            same_arc += a[1:] == b[1:]
+    return {"agree_tag": same_tag / n, "agree_arc": same_arc / n}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", type=Path, required=True)
+    ap.add_argument("--dev", type=Path, required=True)
+    ap.add_argument("--settings", default=DEFAULT_SETTINGS)
+    ap.add_argument("--label", default="parser.cfg", help="the config the model was trained with")
+    args = ap.parse_args()
+    ref = measure(args.model, args.dev)
+    rows, details = [], {}
+    results = [("reference", ref, sizes(args.model))]
+    with tempfile.TemporaryDirectory() as tmp:
+        for setting in [s.strip() for s in args.settings.split(";") if s.strip()]:
+            precision, prune = setting.split()
+            out_dir = Path(tmp) / setting.replace(" ", "_")
+            t = time.perf_counter()
+            resave(args.model, out_dir, precision, float(prune))
+            save_seconds = time.perf_counter() - t
+            m = measure(out_dir, args.dev)
+            m["save_seconds"] = save_seconds
+            results.append((f"{precision}, prune_below {prune}", m, sizes(out_dir)))
+    for setting, m, size in results:
+        metrics = {**size, **{k: v for k, v in m.items() if k != "predictions"},
+                   **agreement(m["predictions"], ref["predictions"])}
+        print(setting, json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in metrics.items()}))
+        details[setting] = metrics
+        for metric, value in metrics.items():
+            if isinstance(value, (int, float)) and value is not None:
+                rows.append(C.make_row("structperc", f"{args.label}: {setting}", metric, value,
+                                       dataset="ud_en_ewt", split="dev"))
+    C.save_results(RESULTS, "size_tuning", rows, details=details,
+                   replace=lambda r: r["setting"].startswith(f"{args.label}: "), errors={},
+                   load_average=C.load_average(),
+                   notes=["Each setting re-saves one trained pipeline (tagger + parser) and measures it "
+                          "in a fresh process: model bytes, spacy.load seconds (import excluded), RSS "
+                          "after load, dev tag_acc / dep_uas / dep_las, and agreement of tags and "
+                          "(head, label) with the reference (the pipeline as trained, float32)."],
+                   command=" ".join(sys.argv))
+
+
+if __name__ == "__main__":
+    main()
