@@ -17,11 +17,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as C  # noqa: E402
@@ -57,9 +59,11 @@ print(json.dumps(out))
 """
 
 
-def measure(model_dir: Path, dev: Path) -> dict:
+def measure(model_dir: Path, dev: Path, code: Optional[Path] = None) -> dict:
+    """Measure in a child process; `code`: another checkout's package (the code before a change)."""
+    env = C.child_env({"PYTHONPATH": str(code)} if code else None)
     proc = subprocess.run([sys.executable, "-c", CHILD, str(model_dir), str(dev)], capture_output=True,
-                          text=True, env=C.child_env(), cwd=C.REPO_ROOT)
+                          text=True, env=env, cwd=code or C.REPO_ROOT)
     if proc.returncode:
         raise RuntimeError(proc.stderr[-3000:])
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -86,6 +90,22 @@ def sizes(model_dir: Path) -> dict:
     return out
 
 
+def train_log_metrics(log: Path) -> dict:
+    """Peak RSS (MB), wall seconds and the last epoch's dev scores from a `/usr/bin/time -v
+    python -m spacy train` log."""
+    text = log.read_text(errors="replace")
+    out = {"train_peak_rss_mb": int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", text).group(1)) / 1024}
+    h, m, sec = ([0, 0] + re.search(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): ([\d:.]+)", text)
+                 .group(1).split(":"))[-3:]
+    out["train_seconds"] = int(h) * 3600 + int(m) * 60 + float(sec)
+    header = [line.replace("LOSS ", "LOSS_").split() for line in text.splitlines() if line.lstrip().startswith("E ")][-1]
+    last = [line.split() for line in text.splitlines() if re.match(r"^\s*\d+\s+\d+\s", line)][-1]
+    for name, value in zip(header, last):
+        if name in ("TAG_ACC", "DEP_UAS", "DEP_LAS"):
+            out[f"last_epoch_{name.lower()}"] = float(value) / 100
+    return out
+
+
 def agreement(pred, ref) -> dict:
     n = same_tag = same_arc = 0
     for a_doc, b_doc in zip(pred, ref):
@@ -102,8 +122,12 @@ def main() -> None:
     ap.add_argument("--dev", type=Path, required=True)
     ap.add_argument("--settings", default=DEFAULT_SETTINGS)
     ap.add_argument("--label", default="parser.cfg", help="the config the model was trained with")
+    ap.add_argument("--reference-code", type=Path, default=None,
+                    help="measure the reference with the package in this folder (the code before)")
+    ap.add_argument("--train-logs", default="",
+                    help="'SETTING=LOG;...': `/usr/bin/time -v spacy train` logs, for training peak RSS rows")
     args = ap.parse_args()
-    ref = measure(args.model, args.dev)
+    ref = measure(args.model, args.dev, args.reference_code)
     rows, details = [], {}
     results = [("reference", ref, sizes(args.model))]
     with tempfile.TemporaryDirectory() as tmp:
@@ -116,6 +140,10 @@ def main() -> None:
             m = measure(out_dir, args.dev)
             m["save_seconds"] = save_seconds
             results.append((f"{precision}, prune_below {prune}", m, sizes(out_dir)))
+    for item in [x for x in args.train_logs.split(";") if x.strip()]:
+        setting, log = item.split("=", 1)
+        rows.extend(C.make_row("structperc", setting.strip(), metric, value, dataset="ud_en_ewt", split="dev")
+                    for metric, value in train_log_metrics(Path(log)).items())
     for setting, m, size in results:
         metrics = {**size, **{k: v for k, v in m.items() if k != "predictions"},
                    **agreement(m["predictions"], ref["predictions"])}

@@ -169,6 +169,11 @@ cdef class AveragedWeights:
         return self._U != NULL
 
     @property
+    def n_accumulators(self):
+        """How many (row, class) averaging accumulators exist: one per weight updates touched."""
+        return self._u_count
+
+    @property
     def averages_materialized(self):
         """Whether average() has made a copy of the averaged weights that is still valid."""
         return self._avg_valid
@@ -316,8 +321,9 @@ cdef class AveragedWeights:
         self._u_count = 0
 
     cdef double* _u_slot(self, int64_t row, int c) except NULL nogil:
-        # The accumulator of (row, c), created at zero (and marked in _umask) if new.
-        if (self._u_count + 1) * 2 > self._u_capacity:
+        # The accumulator of (row, c), created at zero (and marked in _umask) if new. The table
+        # is filled up to 3/4: it is read only by updates and averaging, not by scoring W.
+        if (self._u_count + 1) * 4 > self._u_capacity * 3:
             self._u_grow()
         cdef uint64_t key = _ukey(row, c)
         cdef size_t mask = self._u_capacity - 1
@@ -926,7 +932,8 @@ def sparse_rows(weights, str precision, double min_abs=0.0):
     keep = numpy.abs(weights) > min_abs
     scales = None
     if precision == "float16":
-        stored = weights.astype(numpy.float16)
+        with numpy.errstate(over="ignore"):
+            stored = weights.astype(numpy.float16)
         if not numpy.isfinite(stored[keep]).all():
             raise ValueError("weights beyond float16's range (65504): save them as float32 or int8")
     elif precision == "int8":
