@@ -77,6 +77,23 @@ cdef size_t _round_pow2(size_t n) noexcept nogil:
     return p
 
 
+cdef inline int _find_block(AveragedWeights self, const hash_t* keys, int start, int stop,
+                            int64_t* found) noexcept nogil:
+    # The rows of keys[start:stop] (at most 64) that exist, into `found`; returns how many.
+    # Lookups are cache misses, so every bucket is prefetched before the first is read.
+    cdef size_t mask = self._capacity - 1
+    cdef int i, n_found = 0
+    cdef int64_t r
+    for i in range(start, stop):
+        prefetch(&self._table[_bucket(keys[i] if keys[i] else 1, mask)])
+    for i in range(start, stop):
+        r = self.find(keys[i])
+        if r >= 0:
+            found[n_found] = r
+            n_found += 1
+    return n_found
+
+
 cdef inline void _add_sparse(AveragedWeights self, int64_t r, weight_t* out) noexcept nogil:
     # out += sparse row r of a frozen table: the one dequantization formula (scale * q in
     # float32 for int8, exact widening for float16), shared by scoring and export, so scores
@@ -393,14 +410,12 @@ cdef class AveragedWeights:
     cdef void add_rows(self, const hash_t* keys, int n_keys, weight_t* scores) noexcept nogil:
         # Lookups are cache misses, so they are issued in three passes (buckets, then rows,
         # then sums) to let the memory system serve them in parallel.
-        cdef int i, j, c, n_found = 0
+        cdef int j, c, n_found = 0
         cdef int C = self.n_classes
-        cdef size_t mask = self._capacity - 1
         cdef const weight_t* base = self._avg if (self.use_averages and self._avg_valid) else self._W
-        cdef const weight_t* rows[64]
+        cdef int64_t found[64]
         cdef const weight_t* w
-        cdef int64_t r
-        cdef int start, stop
+        cdef int start
         if self.frozen_type != FROZEN_NONE:
             self._add_frozen_rows(keys, n_keys, scores)
             return
@@ -408,21 +423,14 @@ cdef class AveragedWeights:
             self._add_averaged_rows(keys, n_keys, scores)
             return
         for start in range(0, n_keys, 64):
-            stop = min(n_keys, start + 64)
-            for i in range(start, stop):
-                prefetch(&self._table[_bucket(keys[i] if keys[i] else 1, mask)])
-            n_found = 0
-            for i in range(start, stop):
-                r = self.find(keys[i])
-                if r >= 0:
-                    w = &base[r * C]
-                    # Every cache line of the row: a parser's rows (~100 classes) span seven.
-                    for c in range(0, C, 16):
-                        prefetch(&w[c])
-                    rows[n_found] = w
-                    n_found += 1
+            n_found = _find_block(self, keys, start, min(n_keys, start + 64), found)
             for j in range(n_found):
-                w = rows[j]
+                # Every cache line of the row: a parser's rows (~100 classes) span seven.
+                w = &base[found[j] * C]
+                for c in range(0, C, 16):
+                    prefetch(&w[c])
+            for j in range(n_found):
+                w = &base[found[j] * C]
                 for c in range(C):
                     scores[c] += w[c]
 
@@ -430,30 +438,21 @@ cdef class AveragedWeights:
         # add_rows for loaded sparse rows, dequantized while adding. Each row is three dependent
         # reads (bucket, row bounds, entries), so a block of keys is taken one stage at a time,
         # every read of a stage prefetched first.
-        cdef int i, j, n_found
+        cdef int j, n_found
         cdef int kind = self.frozen_type
-        cdef size_t mask = self._capacity - 1
         cdef size_t lo
         cdef size_t item = 4 if kind == FROZEN_F32 else 2 if kind == FROZEN_F16 else 1
         cdef size_t col_item = 2 if self._wide_cols else 1
         cdef const char* vals = <const char*>self._Q
         cdef const char* cols = <const char*>self._cols
         cdef int64_t found[64]
-        cdef int64_t r
-        cdef int start, stop
+        cdef int start
         for start in range(0, n_keys, 64):
-            stop = min(n_keys, start + 64)
-            for i in range(start, stop):
-                prefetch(&self._table[_bucket(keys[i] if keys[i] else 1, mask)])
-            n_found = 0
-            for i in range(start, stop):
-                r = self.find(keys[i])
-                if r >= 0:
-                    prefetch(&self._indptr[r])
-                    if kind == FROZEN_I8:
-                        prefetch(&self._scales[r])
-                    found[n_found] = r
-                    n_found += 1
+            n_found = _find_block(self, keys, start, min(n_keys, start + 64), found)
+            for j in range(n_found):
+                prefetch(&self._indptr[found[j]])
+                if kind == FROZEN_I8:
+                    prefetch(&self._scales[found[j]])
             for j in range(n_found):
                 lo = self._indptr[found[j]]
                 prefetch(vals + lo * item)
