@@ -119,6 +119,28 @@ def agreement(pred, ref) -> dict:
     return {"agree_tag": same_tag / n, "agree_arc": same_arc / n}
 
 
+def compare_loads(args) -> None:
+    cases = {}
+    for item in [x for x in args.load_compare.split(";") if x.strip()]:
+        name, where = item.split("=", 1)
+        path, _, code = where.partition("@")
+        cases[name.strip()] = (Path(path), Path(code) if code else None)
+    best: dict = {}
+    for _ in range(max(args.load_repeats, 1)):
+        for name, (path, code) in cases.items():
+            m = measure(path, Path("-"), code, load_only=True)
+            old = best.setdefault(name, m)
+            for k in ("load_seconds", "rss_after_load_mb"):
+                old[k] = min(old[k], m[k])
+    rows = [C.make_row("structperc", f"load: {name}", k, best[name][k], dataset="ud_en_ewt", split="dev")
+            for name in cases for k in ("load_seconds", "rss_after_load_mb")]
+    for name in cases:
+        print(name, best[name])
+    C.save_results(RESULTS, "size_tuning", rows, details={}, replace=lambda r: r["setting"].startswith("load: "),
+                   errors={}, load_average_load_compare=C.load_average(),
+                   commands={**C.load_results(RESULTS).get("commands", {}), "load": " ".join(sys.argv)})
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", type=Path, default=None, help="the trained pipeline (none: only --train-logs)")
@@ -129,6 +151,9 @@ def main() -> None:
                     help="measure the reference with the package in this folder (the code before)")
     ap.add_argument("--load-repeats", type=int, default=3,
                     help="fresh processes per pipeline for the load time (the best is kept), taken in turns")
+    ap.add_argument("--load-compare", default="",
+                    help="'NAME=PIPELINE[@CODE];...': only spacy.load time and RSS of these pipelines (each "
+                         "with the package in CODE, if given), best of --load-repeats fresh processes in turns")
     ap.add_argument("--train-logs", default="",
                     help="'SETTING=LOG;...': `/usr/bin/time -v spacy train` logs, for training peak RSS rows")
     args = ap.parse_args()
@@ -138,6 +163,9 @@ def main() -> None:
         if args.model is not None:
             results.append(("reference", measure(args.model, args.dev, args.reference_code), sizes(args.model)))
             ref = results[0][1]
+        elif args.load_compare:
+            compare_loads(args)
+            return
         else:
             args.settings, args.load_repeats, args.label = "", 0, "training"
         dirs = {"reference": (args.model, args.reference_code)}
