@@ -89,6 +89,11 @@ class Errors(metaclass=ErrorsWithCodes):
     S125 = ("{path}: the file is not valid UTF-8 (line {line}, byte {byte} of the file: {bad!r}) "
             "({reader} reader). Convert it, e.g. `iconv -f latin1 -t utf-8`, or re-export it "
             "as UTF-8.")
+    S126 = ("The model file of component '{name}' is in format version {found}, which this "
+            "spacy-structperc no longer reads (it reads versions {oldest} to {supported}). Retrain "
+            "the component, or load and re-save it with the release that wrote it.")
+    S127 = ("Component '{name}' has weights beyond the range of precision '{precision}' "
+            "({reason}). Set the model's precision to \"int8\" or \"float32\" in [components.{name}.model].")
 
     # S200-S239: structperc_clauses (FR-Perceptron clause identifier, CoNLL-2001 reader, UD rule).
     S200 = ("{path}, line {line}: expected 'word POS [chunk ...] clause' (at least two "

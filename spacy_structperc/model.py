@@ -5,7 +5,9 @@ attribute, but it has no thinc parameters: averaging happens inside `AveragedWei
 """
 import hashlib
 import io
+import re
 import struct
+from collections import OrderedDict
 from functools import lru_cache
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Sequence
@@ -15,13 +17,17 @@ import srsly
 from srsly.msgpack import Packer
 
 from ._core.templates import TemplateSet
-from ._core.weights import AveragedWeights
+from ._core.weights import PRECISIONS, AveragedWeights, sparse_rows
 from .errors import Errors
 from .features import LEXICON_POS, AtomExtractor, Lexicon, atoms_of, uses_clusters, uses_lexicon
 
 # Version 2 closes the map with a checksum of everything before it (see _checksum_tail); version
-# 1 files, written before it existed, still load.
-FORMAT_VERSION = 2
+# 1 files, written before it existed, still load. Version 3 stores the rows in the model's
+# precision ("precision": float32, float16, or int8 with a float32 "scales" entry, one per row),
+# keys strictly ascending, and loads them in place (AveragedWeights.load_frozen); versions 1 and
+# 2 (float32 rows) load the same way.
+FORMAT_VERSION = 3
+OLDEST_FORMAT_VERSION = 1
 MODEL_KIND = "spacy-structperc.AveragedPerceptron"
 CHECKSUM_KEY = "checksum"
 DIGEST_SIZE = 16
@@ -80,23 +86,41 @@ def _field(msg: dict, key: str, kind, default=None):
     return value
 
 
-def check_header(msg, kind: str, supported: int, component: str, what: str) -> None:
+def check_header(msg, kind: str, supported: int, component: str, what: str, oldest: int = 1) -> None:
     """A saved model's msgpack map must name its kind and a format version this code reads."""
     if not isinstance(msg, dict) or msg.get("kind") != kind:
         raise ValueError(Errors.S006.format(name=component, reason=f"no spacy-structperc {what} header"))
     version = msg.get("format_version")
-    if not isinstance(version, int):
+    if not isinstance(version, int) or isinstance(version, bool):
         raise ValueError(Errors.S006.format(name=component, reason="missing format version"))
     if version > supported:
         raise ValueError(Errors.S007.format(name=component, found=version, supported=supported))
+    if version < oldest:
+        raise ValueError(Errors.S126.format(name=component, found=version, oldest=oldest, supported=supported))
+
+
+def check_size_settings(precision: str, prune_below: float) -> None:
+    """The model's size settings: a precision of PRECISIONS and a pruning threshold >= 0."""
+    if precision not in PRECISIONS:
+        raise ValueError(Errors.S008.format(setting="precision", value=precision, name="model",
+                                            options=", ".join(PRECISIONS)))
+    if isinstance(prune_below, bool) or not isinstance(prune_below, (int, float)) or not prune_below >= 0:
+        raise ValueError(Errors.S012.format(setting="prune_below", name="model",
+                                            requirement="a number >= 0", value=prune_below))
 
 
 class PerceptronModel:
-    def __init__(self, templates: Sequence[dict], n_buckets: int = 1 << 20):
+    def __init__(self, templates: Sequence[dict], n_buckets: int = 1 << 20, precision: str = "float32",
+                 prune_below: float = 0.0):
         if n_buckets < 1:
             raise ValueError(Errors.S012.format(setting="n_buckets", name="model",
                                                 requirement="a positive integer", value=n_buckets))
+        check_size_settings(precision, prune_below)
         self.n_buckets = int(n_buckets)
+        # How the weights are saved: rows whose averaged weights are all within prune_below of
+        # zero are left out, the rest stored in `precision` (and read in it after loading).
+        self.precision = precision
+        self.prune_below = float(prune_below)
         self.weights: Optional[AveragedWeights] = None
         # Word clusters travel with the model so a saved pipeline needs no lookup package.
         self.clusters: Dict[int, int] = {}
@@ -162,28 +186,28 @@ class PerceptronModel:
 
     def to_bytes(self, component: str = "") -> bytes:
         out = io.BytesIO()
-        for chunk in self._packed():
+        for chunk in self._packed(component):
             out.write(chunk)
         return out.getvalue()
 
-    def to_file(self, path) -> None:
+    def to_file(self, path, component: str = "") -> None:
         """Write `to_bytes()` to a file a slice of weights at a time: saving a parser (hundreds
         of MB of weights, saved at every evaluation of a training run) costs no copy of them."""
         with Path(path).open("wb") as file_:
-            for chunk in self._packed():
+            for chunk in self._packed(component):
                 file_.write(chunk)
 
-    def _packed(self) -> Iterator[bytes]:
+    def _packed(self, component: str = "") -> Iterator[bytes]:
         """The model as one msgpack map, in pieces; the weights are gathered (averaged) from the
         training state in slices, in ascending key order so identical models give identical bytes.
         The last entry is a checksum of all bytes before it."""
         hasher = hashlib.blake2b(digest_size=DIGEST_SIZE)
-        for chunk in self._payload():
+        for chunk in self._payload(component):
             hasher.update(chunk)
             yield chunk
         yield _checksum_tail(hasher.digest())
 
-    def _payload(self) -> Iterator[bytes]:
+    def _payload(self, component: str = "") -> Iterator[bytes]:
         msg = {"kind": MODEL_KIND, "format_version": FORMAT_VERSION,
                "templates": self.template_specs, "atoms": self.atom_names,
                "n_buckets": self.n_buckets, "n_classes": 0, "n_rows": 0,
@@ -192,27 +216,57 @@ class PerceptronModel:
             ckeys = numpy.array(sorted(self.clusters), dtype="<u8")
             msg["cluster_keys"] = ckeys.tobytes()
             msg["cluster_values"] = numpy.array([self.clusters[k] for k in ckeys.tolist()], dtype="<u8").tobytes()
-        rows = None
+        msg["precision"] = self.precision
+        msg.update(indptr=b"", columns=b"", weights=b"", scales=b"")
         if self.weights is not None:
-            keys, rows = self.weights.sorted_rows(averaged=True, prune=True)
+            keys, indptr, cols, values, scales = self._sparse_weights(component)
             msg.update(n_classes=int(self.weights.n_classes), n_rows=int(len(keys)),
-                       keys=keys.astype("<u8", copy=False).tobytes())
+                       keys=keys.astype("<u8", copy=False).tobytes(),
+                       indptr=indptr.astype("<u4", copy=False).tobytes(),
+                       columns=cols.astype(cols.dtype.newbyteorder("<"), copy=False).tobytes(),
+                       weights=values.astype(values.dtype.newbyteorder("<"), copy=False).tobytes(),
+                       scales=b"" if scales is None else scales.astype("<f4", copy=False).tobytes())
         msg["label_dict"] = [[k, v] for k, v in sorted(self.label_dict.items())]
         msg["lexicon"] = self.lexicon_tables
         msg["allowed_keys"] = (None if self.allowed_keys is None else
                                numpy.asarray(self.allowed_keys, dtype="<u8").tobytes())
         packer = Packer(use_bin_type=True)
-        yield packer.pack_map_header(len(msg) + 2)   # + weights + checksum
+        yield packer.pack_map_header(len(msg) + 1)   # + checksum
         for key, value in msg.items():
             yield packer.pack(key)
             yield packer.pack(value)
-        yield packer.pack("weights")
-        if rows is None:
-            yield packer.pack(b"")
-            return
-        yield _bin_header(len(rows) * self.weights.n_classes * 4)
+
+    def _sparse_weights(self, component: str):
+        """The averaged weights as sparse rows in the model's precision: (keys ascending, indptr,
+        classes, values, scales or None), rows whose weights are all within prune_below of
+        zero left out. The dense float32 rows are gathered a slice at a time (a parser's are
+        hundreds of MB). Rows loaded in this precision are written as they were read, so a
+        loaded model saves to the bytes it was loaded from."""
+        assert self.weights is not None
+        weights = self.weights
+        keys, rows = weights.sorted_rows(averaged=True, prune=True, min_abs=self.prune_below)
+        if weights.precision == self.precision:
+            indptr, cols, values, scales = weights.frozen_arrays()
+            starts = indptr[rows].astype(numpy.int64)
+            counts = indptr[rows + 1].astype(numpy.int64) - starts
+            ends = numpy.cumsum(counts)
+            entries = numpy.repeat(starts - (ends - counts), counts) + numpy.arange(int(ends[-1]) if len(ends) else 0)
+            return (keys, _indptr(counts), cols[entries], values[entries],
+                    None if scales is None else scales[rows])
+        parts = []
         for start in range(0, len(rows), WRITE_ROWS):
-            yield self.weights.gather(rows[start:start + WRITE_ROWS], averaged=True).astype("<f4", copy=False).tobytes()
+            try:
+                parts.append(sparse_rows(weights.gather(rows[start:start + WRITE_ROWS], averaged=True),
+                                         self.precision, self.prune_below))
+            except ValueError as e:
+                raise ValueError(Errors.S127.format(name=component or "model", precision=self.precision,
+                                                    reason=e)) from None
+        if not parts:
+            parts.append(sparse_rows(numpy.zeros((0, weights.n_classes), numpy.float32), self.precision))
+        counts = numpy.concatenate([p[0] for p in parts])
+        scales = None if self.precision != "int8" else numpy.concatenate([p[3] for p in parts])
+        return (keys, _indptr(counts), numpy.concatenate([p[1] for p in parts]),
+                numpy.concatenate([p[2] for p in parts]), scales)
 
     # Loading is parse (nothing changes; every check) then apply (nothing can fail), so a
     # damaged model leaves the component as it was.
@@ -252,15 +306,33 @@ class PerceptronModel:
         return self._fields(msg, component, verified)
 
     def _fields(self, msg, component: str, verified: bool) -> dict:
-        check_header(msg, MODEL_KIND, FORMAT_VERSION, component, "weights")
+        check_header(msg, MODEL_KIND, FORMAT_VERSION, component, "weights", OLDEST_FORMAT_VERSION)
         version = msg["format_version"]
         if version >= 2 and not verified:
             raise ValueError(Errors.S121.format(name=component))
         try:
             n_classes, n_rows = _field(msg, "n_classes", int), _field(msg, "n_rows", int)
+            # Versions 1 and 2 have float32 rows and no precision entry.
+            precision = _field(msg, "precision", str, "float32") if version >= 3 else "float32"
+            if precision not in PRECISIONS:
+                raise ValueError("the field 'precision' is missing or damaged")
             keys = numpy.frombuffer(_field(msg, "keys", bytes), dtype="<u8")
-            weights = numpy.frombuffer(_field(msg, "weights", bytes), dtype="<f4")
-            if n_classes < 0 or len(keys) != n_rows or len(weights) != n_rows * n_classes:
+            values = numpy.frombuffer(_field(msg, "weights", bytes), dtype=numpy.dtype(precision).newbyteorder("<"))
+            if n_classes < 0 or len(keys) != n_rows:
+                raise ValueError("the weight arrays do not match their header")
+            if n_rows > 1 and not (keys[1:] > keys[:-1]).all():
+                raise ValueError("the keys are not strictly ascending")
+            scales = indptr = cols = None
+            if version >= 3:   # sparse rows
+                indptr = numpy.frombuffer(_field(msg, "indptr", bytes), dtype="<u4")
+                cols = numpy.frombuffer(_field(msg, "columns", bytes), dtype="<u2" if n_classes > 256 else "u1")
+                if len(indptr) != (n_rows + 1 if n_classes else 0) or len(cols) != len(values):
+                    raise ValueError("the weight arrays do not match their header")
+                if precision == "int8":
+                    scales = numpy.frombuffer(_field(msg, "scales", bytes), dtype="<f4")
+                    if len(scales) != n_rows:
+                        raise ValueError("the field 'scales' does not match the rows")
+            elif len(values) != n_rows * n_classes:
                 raise ValueError("the weight arrays do not match their header")
             n_buckets = _field(msg, "n_buckets", int, self.n_buckets)
             if n_buckets < 1:
@@ -287,17 +359,24 @@ class PerceptronModel:
         except (KeyError, TypeError, ValueError, OverflowError) as e:
             reason = str(e) if isinstance(e, ValueError) else f"the header is damaged ({type(e).__name__})"
             raise ValueError(Errors.S006.format(name=component, reason=reason)) from None
-        if not numpy.isfinite(weights).all():
-            bad = int((~numpy.isfinite(weights)).sum())
+        bad = _count_non_finite(scales if precision == "int8" else values)
+        if bad:
             raise ValueError(Errors.S122.format(name=component, n=bad))
         table = None
         if n_classes:
-            table = AveragedWeights(n_classes, max(n_buckets, 2 * n_rows))
-            # Little-endian float32 is the native layout here: no conversion copy.
-            table.load_arrays(keys.astype(numpy.uint64, copy=False),
-                              weights.astype(numpy.float32, copy=False).reshape((n_rows, n_classes)))
+            table = AveragedWeights(n_classes, 1)
+            if indptr is None:   # versions 1 and 2: dense float32 rows
+                counts, cols, values, scales = sparse_rows(values.reshape((n_rows, n_classes)), "float32")
+                indptr = _indptr(counts)
+            # Little-endian is the native layout here: the rows are read where msgpack put them,
+            # not copied; the keys (ascending) are hashed in one C pass.
+            native = lambda a: None if a is None else a.astype(a.dtype.newbyteorder("="), copy=False)
+            try:
+                table.load_frozen(native(keys), native(indptr), native(cols), native(values), native(scales))
+            except ValueError as e:
+                raise ValueError(Errors.S006.format(name=component, reason=str(e))) from None
         return {"n_buckets": n_buckets, "n_classes": n_classes, "weights": table,
-                "clusters": dict(zip(ckeys.tolist(), cvalues.tolist())), "label_dict": label_dict,
+                "clusters": _clusters_of(ckeys, cvalues), "label_dict": label_dict,
                 "lexicon_tables": dict(lexicon), "allowed_keys": allowed, "templates": templates}
 
     def apply(self, fields: dict) -> None:
@@ -313,7 +392,54 @@ class PerceptronModel:
     def __reduce__(self):
         # Pickling (nlp.pipe with n_process > 1 under spawn) keeps the full training state.
         return (_rebuild_model, (self.template_specs, self.n_buckets, self.weights, self.clusters,
-                                 self.label_dict, self.lexicon_tables, self.allowed_keys))
+                                 self.label_dict, self.lexicon_tables, self.allowed_keys,
+                                 self.precision, self.prune_below))
+
+
+_CLUSTER_TABLES: "OrderedDict[bytes, Dict[int, int]]" = OrderedDict()
+
+
+def _clusters_of(keys: numpy.ndarray, values: numpy.ndarray) -> Dict[int, int]:
+    """The word -> cluster dict of a model file's cluster arrays. Components saved from one
+    pipeline carry the same table (a tagger's and a parser's: 190k entries, ~0.2 s and ~20 MB to
+    build), so the dict is built once and shared, as at training (_nonzero_clusters); nothing
+    writes to it."""
+    if not len(keys):
+        return {}
+    digest = hashlib.blake2b(keys.tobytes(), digest_size=DIGEST_SIZE)
+    digest.update(values.tobytes())
+    key = digest.digest()
+    table = _CLUSTER_TABLES.get(key)
+    if table is None:
+        table = dict(zip(keys.tolist(), values.tolist()))
+        _CLUSTER_TABLES[key] = table
+        while len(_CLUSTER_TABLES) > 2:
+            _CLUSTER_TABLES.popitem(last=False)
+    else:
+        _CLUSTER_TABLES.move_to_end(key)
+    return table
+
+
+def _indptr(counts: numpy.ndarray) -> numpy.ndarray:
+    """Row bounds (n + 1, uint32) of sparse rows with `counts` entries each."""
+    bounds = numpy.zeros((len(counts) + 1,), dtype=numpy.int64)
+    numpy.cumsum(counts, out=bounds[1:])
+    if bounds[-1] >= 1 << 32:
+        raise ValueError(f"{bounds[-1]} nonzero weights: beyond the format's 2**32")
+    return bounds.astype(numpy.uint32)
+
+
+def _count_non_finite(values: Optional[numpy.ndarray], chunk: int = 1 << 22) -> int:
+    """How many of `values` are NaN or infinite (int8 rows are always finite: only their scales
+    are checked); a slice at a time, so the check allocates no model-sized mask."""
+    if values is None or values.dtype.kind != "f":
+        return 0
+    bad = 0
+    for start in range(0, len(values), chunk):
+        part = values[start:start + chunk]
+        if not numpy.isfinite(part).all():
+            bad += int((~numpy.isfinite(part)).sum())
+    return bad
 
 
 def require_lookups_data(component: str, what: str, setting: str) -> None:
@@ -331,9 +457,13 @@ def _nonzero_clusters(lang: str) -> Dict[int, int]:
     """word hash -> Brown cluster, for the ~190k English words that have one.
 
     Read straight from spacy-lookups-data's file, dropping zeros while parsing: building spaCy's
-    Table of all 1M entries first costs ~300 MB of peak memory for nothing. Cached: parsing
-    takes ~1.5 s, and the chunker's default features read it at every initialize. Nothing
-    writes to the table (from_bytes replaces a model's dict rather than filling it).
+    Table of all 1M entries first costs ~300 MB of peak memory for nothing. The flat JSON map is
+    read entry by entry with a regular expression rather than json.load, whose million
+    transient pairs, freed only after the dict is built, left ~100 MB of Python's arenas
+    resident for the rest of a training run (measured 141 MB RSS against 237 MB after
+    reading). Cached: parsing takes ~1.5 s, and the chunker's default features read it at every
+    initialize. Nothing writes to the table (from_bytes replaces a model's dict rather than
+    filling it).
     """
     import gzip
     import json
@@ -343,22 +473,33 @@ def _nonzero_clusters(lang: str) -> Dict[int, int]:
     tables = registry.lookups.get(lang)
     if "lexeme_cluster" not in tables:
         raise ValueError(f"spacy-lookups-data has no lexeme_cluster table for '{lang}'")
-
-    def keep(pairs):
-        return {hash_string(word): value for word, value in pairs if value}
-
     path = Path(tables["lexeme_cluster"])
     if path.exists():   # spaCy's registry names the .json; the package ships .json.gz
-        with path.open(encoding="utf8") as f:
-            return json.load(f, object_pairs_hook=keep)
-    with gzip.open(path.with_suffix(path.suffix + ".gz"), "rt", encoding="utf8") as f:
-        return json.load(f, object_pairs_hook=keep)
+        text = path.read_text(encoding="utf8")
+    else:
+        with gzip.open(path.with_suffix(path.suffix + ".gz"), "rt", encoding="utf8") as f:
+            text = f.read()
+    table: Dict[int, int] = {}
+    n_entries = 0
+    for match in _JSON_ENTRY.finditer(text):
+        n_entries += 1
+        value = int(match.group(2))
+        if value:
+            word = match.group(1)
+            table[hash_string(json.loads(f'"{word}"') if "\\" in word else word)] = value
+    if not n_entries and text.strip() not in ("", "{}"):
+        raise ValueError("the lexeme_cluster table is not a JSON map of words to integers")
+    return table
+
+
+_JSON_ENTRY = re.compile(r'"((?:[^"\\]|\\.)*)"\s*:\s*(-?\d+)')
 
 
 def _rebuild_model(templates: List[dict], n_buckets: int, weights: Optional[AveragedWeights],
                    clusters: Dict[int, int], label_dict: Dict[int, List[int]], lexicon_tables: Dict,
-                   allowed_keys: Optional[numpy.ndarray] = None):
-    model = PerceptronModel(templates, n_buckets)
+                   allowed_keys: Optional[numpy.ndarray] = None, precision: str = "float32",
+                   prune_below: float = 0.0):
+    model = PerceptronModel(templates, n_buckets, precision, prune_below)
     model.clusters = clusters
     model.label_dict = label_dict
     model.lexicon_tables = lexicon_tables

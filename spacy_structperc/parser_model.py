@@ -133,11 +133,13 @@ class ParserModel(PerceptronModel):
 
     def __reduce__(self):
         return (_rebuild_parser_model, (self.template_specs, self.n_buckets, self.weights,
-                                        self.clusters, self.lexicon_tables, self.allowed_keys))
+                                        self.clusters, self.lexicon_tables, self.allowed_keys,
+                                        self.precision, self.prune_below))
 
 
-def _rebuild_parser_model(templates, n_buckets, weights, clusters, lexicon_tables, allowed_keys=None):
-    model = ParserModel(templates, n_buckets)
+def _rebuild_parser_model(templates, n_buckets, weights, clusters, lexicon_tables, allowed_keys=None,
+                          precision="float32", prune_below=0.0):
+    model = ParserModel(templates, n_buckets, precision, prune_below)
     model.clusters = clusters
     model.lexicon_tables = lexicon_tables
     model.allowed_keys = allowed_keys

@@ -18,15 +18,24 @@ from .features import chunker_templates, ner_templates, tagger_templates
 from .model import PerceptronModel
 from .parser_model import ParserModel, parser_templates
 
+# The model size settings' defaults, chosen on UD English EWT dev (benchmarks/results/size_tuning.json).
+PRECISION = "float16"
+PRUNE_BELOW = 0.0
+
 
 @registry.architectures("spacy-structperc.AveragedPerceptron.v1")
-def build_averaged_perceptron(features: List[dict], n_buckets: int = 1 << 20) -> PerceptronModel:
+def build_averaged_perceptron(features: List[dict], n_buckets: int = 1 << 20, precision: str = PRECISION,
+                              prune_below: float = PRUNE_BELOW) -> PerceptronModel:
     """Hashed conjunction features -> dense rows of averaged class weights.
 
     features: a template set (e.g. spacy-structperc.tagger_features.v1).
     n_buckets: initial size of the feature hash table; it grows as features are added.
+    precision: how the weights are saved and read after loading: "float32", "float16", or
+    "int8" (with a float32 scale per row). Training is always in float32.
+    prune_below: rows whose averaged weights are all at most this in absolute value are left out
+    of the saved model (0: only rows of zeros).
     """
-    return PerceptronModel(features, n_buckets)
+    return PerceptronModel(features, n_buckets, precision, prune_below)
 
 
 @registry.misc("spacy-structperc.tagger_features.v1")
@@ -111,9 +120,11 @@ def make_tagger_scorer():
 
 
 @registry.architectures("spacy-structperc.ParserPerceptron.v1")
-def build_parser_perceptron(features: List[dict], n_buckets: int = 1 << 21) -> ParserModel:
-    """Averaged perceptron weights over parser-state templates (see parser_features.v1)."""
-    return ParserModel(features, n_buckets)
+def build_parser_perceptron(features: List[dict], n_buckets: int = 1 << 21, precision: str = PRECISION,
+                            prune_below: float = PRUNE_BELOW) -> ParserModel:
+    """Averaged perceptron weights over parser-state templates (see parser_features.v1).
+    precision and prune_below: as for spacy-structperc.AveragedPerceptron.v1."""
+    return ParserModel(features, n_buckets, precision, prune_below)
 
 
 @registry.misc("spacy-structperc.rerank_features.v1")

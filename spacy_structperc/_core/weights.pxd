@@ -1,5 +1,17 @@
-from libc.stdint cimport int64_t
+from libc.stdint cimport int64_t, uint32_t, uint64_t
 from .typedefs cimport hash_t, weight_t
+
+
+cdef enum:
+    FROZEN_NONE = 0
+    FROZEN_F32 = 1
+    FROZEN_F16 = 2
+    FROZEN_I8 = 3
+
+
+cdef struct UEntry:
+    uint64_t key     # (row << 16 | class) + 1; 0 marks an empty slot
+    double value
 
 
 cdef struct Bucket:
@@ -14,10 +26,13 @@ cdef class AveragedWeights:
     also adds `clock * delta` to an accumulator, and the average after `clock` examples is
     `W - U / clock`. The clock ticks once per training example, mistake or not.
 
-    Memory: the accumulators exist only once something is trained (a loaded model holds its
-    averaged weights in W and nothing else), and averaged scores are computed from W and U as
-    rows are read, unless `average()` has materialized them: a parser's model is ~80M weights,
-    and a third copy of them would be the largest allocation of a training run.
+    Memory: the accumulators exist only once something is trained, and only for the weights
+    updates touched (a hash of (row, class), ~4 of a parser row's 108 classes, instead of a dense
+    float64 copy of W that was two thirds of a parser's training memory). Averaged scores are
+    computed from W and U as rows are read, unless `average()` has materialized them: a
+    parser's model is ~80M weights, and a third copy of them would be the largest allocation of
+    a training run. A loaded model holds no W at all: its sparse rows are read where the file's
+    bytes put them (load_frozen), in the precision they were saved in.
     """
     cdef readonly int n_classes
     cdef Bucket* _table         # open addressing; key and row share a cache line
@@ -25,7 +40,14 @@ cdef class AveragedWeights:
     cdef readonly size_t n_rows
     cdef size_t _rows_capacity
     cdef weight_t* _W           # current weights, n_rows x n_classes
-    cdef double* _U             # Daume accumulator for the average; NULL until the first update
+    # Daume accumulators, only for the weights updates have touched (a parser's rows have ~4 of
+    # their ~100 classes nonzero): an open-addressing table of (row, class) -> value, with a
+    # bit per class and row in _umask saying which exist. NULL until the first update.
+    cdef UEntry* _U
+    cdef size_t _u_capacity
+    cdef size_t _u_count
+    cdef uint64_t* _umask
+    cdef int _mask_words
     cdef weight_t* _avg         # averaged view, materialized only by average()
     cdef bint _avg_valid
     cdef readonly bint use_averages
@@ -38,12 +60,33 @@ cdef class AveragedWeights:
     # whole group of tie_width columns that c is in (a label's latent states).
     cdef readonly int tie_width
     cdef readonly hash_t noise_seed
+    # A loaded model's rows, read where they lie (the buffers of the file's arrays, kept alive by
+    # _frozen_owner): sparse rows (row r's nonzero weights are entries _indptr[r] to
+    # _indptr[r + 1] - 1, with their classes in _cols, 8 or 16 bit) in the precision they were
+    # saved in: FROZEN_F32, FROZEN_F16 or FROZEN_I8 (int8 with a float32 scale per row);
+    # FROZEN_NONE when W holds the rows. Anything that changes the rows turns them into W first
+    # (_thaw).
+    cdef readonly int frozen_type
+    cdef const void* _Q
+    cdef const float* _scales
+    cdef const uint32_t* _indptr
+    cdef const void* _cols
+    cdef bint _wide_cols
+    cdef object _frozen_owner
 
     cdef int64_t find(self, hash_t key) noexcept nogil
     cdef int64_t _insert(self, hash_t key) except -1 nogil
     cdef int _grow_table(self) except -1 nogil
     cdef int _grow_rows(self, size_t n) except -1 nogil
     cdef int _ensure_accumulators(self) except -1 nogil
+    cdef void _free_accumulators(self) noexcept nogil
+    cdef double* _u_slot(self, int64_t row, int c) except NULL nogil
+    cdef double _u_get(self, int64_t row, int c) noexcept nogil
+    cdef int _u_grow(self) except -1 nogil
+    cdef void _averaged_row(self, int64_t r, weight_t* out) noexcept nogil
+    cdef int _thaw(self) except -1 nogil
+    cdef void _add_frozen_rows(self, const hash_t* keys, int n_keys, weight_t* scores) noexcept nogil
+    cdef void _frozen_row(self, int64_t r, weight_t* out) noexcept nogil
     cdef bint _averages_on_the_fly(self) noexcept nogil
     cdef void _init_noise(self, hash_t key, weight_t* row) noexcept nogil
     cdef void add_rows(self, const hash_t* keys, int n_keys, weight_t* scores) noexcept nogil

@@ -1,13 +1,13 @@
 # cython: infer_types=True
 """Averaged weights over hashed features: the one parameter store every component shares."""
-from libc.stdlib cimport calloc, free, realloc
+from libc.stdlib cimport calloc, free, malloc, realloc
 from libc.string cimport memcpy, memset
-from libc.stdint cimport int64_t, uint64_t
+from libc.stdint cimport int8_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 cimport cython
 import numpy
 
 from .typedefs cimport hash_t, weight_t
-from .weights cimport Bucket
+from .weights cimport Bucket, UEntry, FROZEN_NONE, FROZEN_F32, FROZEN_F16, FROZEN_I8
 from .templates cimport mix64, TIED_BIT
 
 DEF_MIN_BUCKETS = 1024
@@ -17,6 +17,46 @@ cdef extern from *:
     #define STRUCTPERC_PREFETCH(p) __builtin_prefetch((const void*)(p))
     """
     void prefetch "STRUCTPERC_PREFETCH"(const void* p) noexcept nogil
+
+cdef extern from *:
+    """
+    #include <string.h>
+    /* IEEE 754 binary16 -> binary32, exact for every value (no F16C instructions needed). */
+    static inline float structperc_half_to_float(unsigned short h) {
+        unsigned int sign = ((unsigned int)h & 0x8000u) << 16;
+        unsigned int exp = ((unsigned int)h >> 10) & 0x1fu;
+        unsigned int mant = (unsigned int)h & 0x3ffu;
+        unsigned int bits;
+        float out;
+        if (exp == 0) {
+            if (mant == 0) {
+                bits = sign;
+            } else {   /* subnormal: normalize */
+                exp = 113;
+                while (!(mant & 0x400u)) { mant <<= 1; exp--; }
+                bits = sign | (exp << 23) | ((mant & 0x3ffu) << 13);
+            }
+        } else if (exp == 31) {
+            bits = sign | 0x7f800000u | (mant << 13);
+        } else {
+            bits = sign | ((exp + 112u) << 23) | (mant << 13);
+        }
+        memcpy(&out, &bits, sizeof(out));
+        return out;
+    }
+    """
+    float half_to_float "structperc_half_to_float"(uint16_t h) noexcept nogil
+    int ctz64 "__builtin_ctzll"(unsigned long long x) noexcept nogil
+
+MAX_CLASSES = 65535   # accumulators are keyed by (row << 16 | class)
+
+
+cdef inline uint64_t _ukey(int64_t row, int c) noexcept nogil:
+    return (((<uint64_t>row) << 16) | <uint64_t>c) + 1
+
+# The precisions a saved model's rows can be stored in (the model's `precision` setting).
+PRECISIONS = ("float32", "float16", "int8")
+_DTYPE_OF = {"float32": numpy.float32, "float16": numpy.float16, "int8": numpy.int8}
 
 
 cdef inline size_t _bucket(hash_t key, size_t mask) noexcept nogil:
@@ -37,10 +77,64 @@ cdef size_t _round_pow2(size_t n) noexcept nogil:
     return p
 
 
+cdef inline int _find_block(AveragedWeights self, const hash_t* keys, int start, int stop,
+                            int64_t* found) noexcept nogil:
+    # The rows of keys[start:stop] (at most 64) that exist, into `found`; returns how many.
+    # Lookups are cache misses, so every bucket is prefetched before the first is read.
+    cdef size_t mask = self._capacity - 1
+    cdef int i, n_found = 0
+    cdef int64_t r
+    for i in range(start, stop):
+        prefetch(&self._table[_bucket(keys[i] if keys[i] else 1, mask)])
+    for i in range(start, stop):
+        r = self.find(keys[i])
+        if r >= 0:
+            found[n_found] = r
+            n_found += 1
+    return n_found
+
+
+cdef inline void _add_sparse(AveragedWeights self, int64_t r, weight_t* out) noexcept nogil:
+    # out += sparse row r of a frozen table: the one dequantization formula (scale * q in
+    # float32 for int8, exact widening for float16), shared by scoring and export, so scores
+    # and exported weights agree to the bit.
+    cdef size_t e
+    cdef size_t lo = self._indptr[r]
+    cdef size_t hi = self._indptr[r + 1]
+    cdef const uint8_t* c8 = <const uint8_t*>self._cols
+    cdef const uint16_t* c16 = <const uint16_t*>self._cols
+    cdef const int8_t* q = <const int8_t*>self._Q
+    cdef const uint16_t* h = <const uint16_t*>self._Q
+    cdef const weight_t* f = <const weight_t*>self._Q
+    cdef weight_t s
+    if self.frozen_type == FROZEN_I8:
+        s = self._scales[r]
+        if self._wide_cols:
+            for e in range(lo, hi):
+                out[c16[e]] += s * <weight_t>q[e]
+        else:
+            for e in range(lo, hi):
+                out[c8[e]] += s * <weight_t>q[e]
+    elif self.frozen_type == FROZEN_F16:
+        if self._wide_cols:
+            for e in range(lo, hi):
+                out[c16[e]] += half_to_float(h[e])
+        else:
+            for e in range(lo, hi):
+                out[c8[e]] += half_to_float(h[e])
+    else:
+        if self._wide_cols:
+            for e in range(lo, hi):
+                out[c16[e]] += f[e]
+        else:
+            for e in range(lo, hi):
+                out[c8[e]] += f[e]
+
+
 cdef class AveragedWeights:
     def __cinit__(self, int n_classes, size_t n_buckets=1 << 16):
-        if n_classes < 1:
-            raise ValueError(f"n_classes must be positive, got {n_classes}")
+        if n_classes < 1 or n_classes > MAX_CLASSES:
+            raise ValueError(f"n_classes must be in 1..{MAX_CLASSES}, got {n_classes}")
         self.n_classes = n_classes
         self._capacity = _round_pow2(max(n_buckets, DEF_MIN_BUCKETS))
         self._table = <Bucket*>calloc(self._capacity, sizeof(Bucket))
@@ -48,19 +142,30 @@ cdef class AveragedWeights:
         self.n_rows = 0
         self._W = NULL
         self._U = NULL
+        self._u_capacity = 0
+        self._u_count = 0
+        self._umask = NULL
+        self._mask_words = (n_classes + 63) // 64
         self._avg = NULL
         self._avg_valid = False
         self.use_averages = False
         self.clock = 0
         self.version = 0
         self.tie_width = 1
+        self.frozen_type = FROZEN_NONE
+        self._Q = NULL
+        self._scales = NULL
+        self._indptr = NULL
+        self._cols = NULL
+        self._wide_cols = False
+        self._frozen_owner = None
         if self._table == NULL:
             raise MemoryError()
 
     def __dealloc__(self):
         free(self._table)
         free(self._W)
-        free(self._U)
+        self._free_accumulators()
         free(self._avg)
 
     @property
@@ -68,9 +173,22 @@ cdef class AveragedWeights:
         return self._capacity
 
     @property
+    def precision(self):
+        """The precision of loaded rows read in place ("float32", "float16", "int8"), or None
+        when the rows are float32 weights this table owns (trained, or changed after loading)."""
+        if self.frozen_type == FROZEN_NONE:
+            return None
+        return PRECISIONS[self.frozen_type - 1]
+
+    @property
     def has_accumulators(self):
         """Whether the averaging accumulators exist (only once something has been trained)."""
         return self._U != NULL
+
+    @property
+    def n_accumulators(self):
+        """How many (row, class) averaging accumulators exist: one per weight updates touched."""
+        return self._u_count
 
     @property
     def averages_materialized(self):
@@ -89,7 +207,10 @@ cdef class AveragedWeights:
         return -1
 
     cdef int64_t _insert(self, hash_t key) except -1 nogil:
-        """Return the row of key, creating a zero row if it is new."""
+        """Return the row of key, creating a zero row if it is new (a row to write to: loaded
+        rows read in place are copied into float32 weights first)."""
+        if self.frozen_type != FROZEN_NONE:
+            self._thaw()
         if key == 0:
             key = 1
         cdef size_t mask = self._capacity - 1
@@ -108,8 +229,8 @@ cdef class AveragedWeights:
         self._table[b].row = row
         self.n_rows += 1
         memset(&self._W[row * self.n_classes], 0, self.n_classes * sizeof(weight_t))
-        if self._U != NULL:
-            memset(&self._U[row * self.n_classes], 0, self.n_classes * sizeof(double))
+        if self._umask != NULL:
+            memset(&self._umask[row * self._mask_words], 0, self._mask_words * sizeof(uint64_t))
         if self.noise_scale != 0.0:
             self._init_noise(key, &self._W[row * self.n_classes])
         return row
@@ -150,28 +271,138 @@ cdef class AveragedWeights:
             with gil:
                 raise MemoryError("could not grow the weight rows")
         self._W = W
-        cdef double* U
-        if self._U != NULL:
-            U = <double*>realloc(self._U, n * C * sizeof(double))
-            if U == NULL:
+        cdef uint64_t* umask
+        if self._umask != NULL:
+            umask = <uint64_t*>realloc(self._umask, n * self._mask_words * sizeof(uint64_t))
+            if umask == NULL:
                 with gil:
                     raise MemoryError("could not grow the weight rows")
-            self._U = U
+            self._umask = umask
         free(self._avg)
         self._avg = NULL
         self._avg_valid = False
         self._rows_capacity = n
         return 0
 
+    cdef int _thaw(self) except -1 nogil:
+        """Copy loaded rows (read in place, in their saved precision) into float32 weights this
+        table owns, so they can be trained; nothing to do for rows W already holds."""
+        if self.frozen_type == FROZEN_NONE:
+            return 0
+        cdef size_t C = self.n_classes
+        cdef size_t cap = max(self.n_rows, <size_t>1024)
+        cdef weight_t* W = <weight_t*>calloc(cap * C, sizeof(weight_t))
+        if W == NULL:
+            with gil:
+                raise MemoryError("could not allocate the weight rows")
+        cdef size_t r
+        for r in range(self.n_rows):
+            self._frozen_row(r, &W[r * C])
+        free(self._W)
+        self._W = W
+        self._rows_capacity = cap
+        self.frozen_type = FROZEN_NONE
+        self._Q = NULL
+        self._scales = NULL
+        self._indptr = NULL
+        self._cols = NULL
+        with gil:
+            self._frozen_owner = None
+        return 0
+
+    cdef void _frozen_row(self, int64_t r, weight_t* out) noexcept nogil:
+        # Row r as dense float32 weights (what scoring adds: _add_sparse's arithmetic).
+        memset(out, 0, self.n_classes * sizeof(weight_t))
+        _add_sparse(self, r, out)
+
     cdef int _ensure_accumulators(self) except -1 nogil:
-        # Zero accumulators for every row: until now W was its own average (clock 0, or a
-        # loaded model), and W - 0 / clock keeps it so.
+        # No accumulator is zero: until now W was its own average (clock 0, or a loaded model),
+        # and W - 0 / clock keeps it so.
         if self._U == NULL:
-            self._U = <double*>calloc(max(self._rows_capacity, 1) * self.n_classes, sizeof(double))
-            if self._U == NULL:
+            self._U = <UEntry*>calloc(1024, sizeof(UEntry))
+            self._umask = <uint64_t*>calloc(max(self._rows_capacity, 1) * self._mask_words, sizeof(uint64_t))
+            if self._U == NULL or self._umask == NULL:
+                self._free_accumulators()
                 with gil:
                     raise MemoryError("could not allocate the averaging accumulators")
+            self._u_capacity = 1024
+            self._u_count = 0
         return 0
+
+    cdef void _free_accumulators(self) noexcept nogil:
+        free(self._U)
+        free(self._umask)
+        self._U = NULL
+        self._umask = NULL
+        self._u_capacity = 0
+        self._u_count = 0
+
+    cdef double* _u_slot(self, int64_t row, int c) except NULL nogil:
+        # The accumulator of (row, c), created at zero (and marked in _umask) if new. The table
+        # is filled up to 3/4: it is read only by updates and averaging, not by scoring W.
+        if (self._u_count + 1) * 4 > self._u_capacity * 3:
+            self._u_grow()
+        cdef uint64_t key = _ukey(row, c)
+        cdef size_t mask = self._u_capacity - 1
+        cdef size_t b = <size_t>(mix64(key) & mask)
+        while self._U[b].key != 0:
+            if self._U[b].key == key:
+                return &self._U[b].value
+            b = (b + 1) & mask
+        self._U[b].key = key
+        self._U[b].value = 0.0
+        self._u_count += 1
+        self._umask[row * self._mask_words + c // 64] |= (<uint64_t>1) << (c % 64)
+        return &self._U[b].value
+
+    cdef double _u_get(self, int64_t row, int c) noexcept nogil:
+        if self._U == NULL:
+            return 0.0
+        cdef uint64_t key = _ukey(row, c)
+        cdef size_t mask = self._u_capacity - 1
+        cdef size_t b = <size_t>(mix64(key) & mask)
+        while self._U[b].key != 0:
+            if self._U[b].key == key:
+                return self._U[b].value
+            b = (b + 1) & mask
+        return 0.0
+
+    cdef int _u_grow(self) except -1 nogil:
+        cdef size_t old_capacity = self._u_capacity
+        cdef size_t capacity = max(old_capacity * 2, <size_t>1024)
+        cdef UEntry* old = self._U
+        cdef UEntry* table = <UEntry*>calloc(capacity, sizeof(UEntry))
+        if table == NULL:
+            with gil:
+                raise MemoryError("could not grow the averaging accumulators")
+        cdef size_t i, b, mask = capacity - 1
+        for i in range(old_capacity):
+            if old[i].key != 0:
+                b = <size_t>(mix64(old[i].key) & mask)
+                while table[b].key != 0:
+                    b = (b + 1) & mask
+                table[b] = old[i]
+        self._U = table
+        self._u_capacity = capacity
+        free(old)
+        return 0
+
+    cdef void _averaged_row(self, int64_t r, weight_t* out) noexcept nogil:
+        # Row r's averaged weights W - U / clock (W itself where no accumulator exists, which
+        # is what the formula gives there).
+        cdef size_t C = self.n_classes
+        memcpy(out, &self._W[r * C], C * sizeof(weight_t))
+        if self._U == NULL or self.clock == 0:
+            return
+        cdef double t = <double>self.clock
+        cdef int w, c
+        cdef uint64_t bits
+        for w in range(self._mask_words):
+            bits = self._umask[r * self._mask_words + w]
+            while bits:
+                c = w * 64 + ctz64(bits)
+                out[c] = _averaged(self._W[r * C + c], self._u_get(r, c), t)
+                bits &= bits - 1
 
     cdef bint _averages_on_the_fly(self) noexcept nogil:
         return self.use_averages and not self._avg_valid and self._U != NULL and self.clock > 0
@@ -179,51 +410,75 @@ cdef class AveragedWeights:
     cdef void add_rows(self, const hash_t* keys, int n_keys, weight_t* scores) noexcept nogil:
         # Lookups are cache misses, so they are issued in three passes (buckets, then rows,
         # then sums) to let the memory system serve them in parallel.
-        cdef int i, j, c, n_found = 0
+        cdef int j, c, n_found = 0
         cdef int C = self.n_classes
-        cdef size_t mask = self._capacity - 1
         cdef const weight_t* base = self._avg if (self.use_averages and self._avg_valid) else self._W
-        cdef const weight_t* rows[64]
+        cdef int64_t found[64]
         cdef const weight_t* w
-        cdef int64_t r
-        cdef int start, stop
+        cdef int start
+        if self.frozen_type != FROZEN_NONE:
+            self._add_frozen_rows(keys, n_keys, scores)
+            return
         if self._averages_on_the_fly():
             self._add_averaged_rows(keys, n_keys, scores)
             return
         for start in range(0, n_keys, 64):
-            stop = min(n_keys, start + 64)
-            for i in range(start, stop):
-                prefetch(&self._table[_bucket(keys[i] if keys[i] else 1, mask)])
-            n_found = 0
-            for i in range(start, stop):
-                r = self.find(keys[i])
-                if r >= 0:
-                    w = &base[r * C]
-                    # Every cache line of the row: a parser's rows (~100 classes) span seven.
-                    for c in range(0, C, 16):
-                        prefetch(&w[c])
-                    rows[n_found] = w
-                    n_found += 1
+            n_found = _find_block(self, keys, start, min(n_keys, start + 64), found)
             for j in range(n_found):
-                w = rows[j]
+                # Every cache line of the row: a parser's rows (~100 classes) span seven.
+                w = &base[found[j] * C]
+                for c in range(0, C, 16):
+                    prefetch(&w[c])
+            for j in range(n_found):
+                w = &base[found[j] * C]
                 for c in range(C):
                     scores[c] += w[c]
 
+    cdef void _add_frozen_rows(self, const hash_t* keys, int n_keys, weight_t* scores) noexcept nogil:
+        # add_rows for loaded sparse rows, dequantized while adding. Each row is three dependent
+        # reads (bucket, row bounds, entries), so a block of keys is taken one stage at a time,
+        # every read of a stage prefetched first.
+        cdef int j, n_found
+        cdef int kind = self.frozen_type
+        cdef size_t lo
+        cdef size_t item = 4 if kind == FROZEN_F32 else 2 if kind == FROZEN_F16 else 1
+        cdef size_t col_item = 2 if self._wide_cols else 1
+        cdef const char* vals = <const char*>self._Q
+        cdef const char* cols = <const char*>self._cols
+        cdef int64_t found[64]
+        cdef int start
+        for start in range(0, n_keys, 64):
+            n_found = _find_block(self, keys, start, min(n_keys, start + 64), found)
+            for j in range(n_found):
+                prefetch(&self._indptr[found[j]])
+                if kind == FROZEN_I8:
+                    prefetch(&self._scales[found[j]])
+            for j in range(n_found):
+                lo = self._indptr[found[j]]
+                prefetch(vals + lo * item)
+                prefetch(cols + lo * col_item)
+            for j in range(n_found):
+                _add_sparse(self, found[j], scores)
+
     cdef void _add_averaged_rows(self, const hash_t* keys, int n_keys, weight_t* scores) noexcept nogil:
         # Scores with the average W - U / clock of each row, without a copy of the model.
-        cdef int i, c
+        cdef int i, c, w
         cdef int C = self.n_classes
+        cdef int words = self._mask_words
         cdef double clock = <double>self.clock
         cdef int64_t r
-        cdef const weight_t* w
-        cdef const double* u
+        cdef const weight_t* row
+        cdef const uint64_t* bits
         for i in range(n_keys):
             r = self.find(keys[i])
             if r >= 0:
-                w = &self._W[r * C]
-                u = &self._U[r * C]
+                row = &self._W[r * C]
+                bits = &self._umask[r * words]
                 for c in range(C):
-                    scores[c] += _averaged(w[c], u[c], clock)
+                    if bits[c >> 6] & ((<uint64_t>1) << (c & 63)):
+                        scores[c] += _averaged(row[c], self._u_get(r, c), clock)
+                    else:
+                        scores[c] += row[c]
 
     cdef int update(self, hash_t key, int clas, weight_t delta) except -1 nogil:
         if delta == 0:
@@ -231,17 +486,19 @@ cdef class AveragedWeights:
         cdef int64_t r = self._insert(key)
         if self._U == NULL:
             self._ensure_accumulators()
-        cdef int64_t idx = r * self.n_classes + clas
-        cdef int64_t end
+        cdef int c = clas
+        cdef int end
         if self.tie_width > 1 and (key & TIED_BIT):
-            idx -= clas % self.tie_width
-            end = idx + self.tie_width
+            c -= clas % self.tie_width
+            end = c + self.tie_width
         else:
-            end = idx + 1
-        while idx < end:
-            self._W[idx] += delta
-            self._U[idx] += <double>self.clock * <double>delta
-            idx += 1
+            end = c + 1
+        cdef double* u
+        while c < end:
+            self._W[r * self.n_classes + c] += delta
+            u = self._u_slot(r, c)
+            u[0] += <double>self.clock * <double>delta
+            c += 1
         self._avg_valid = False
         self.version += 1
         return 0
@@ -276,15 +533,10 @@ cdef class AveragedWeights:
             self._avg = <weight_t*>calloc(self._rows_capacity * self.n_classes, sizeof(weight_t))
             if self._avg == NULL:
                 raise MemoryError()
-        cdef size_t i
-        cdef double t = <double>self.clock
+        cdef size_t r, C = self.n_classes
         with nogil:
-            if self.clock == 0:
-                for i in range(n):
-                    self._avg[i] = self._W[i]
-            else:
-                for i in range(n):
-                    self._avg[i] = _averaged(self._W[i], self._U[i], t)
+            for r in range(self.n_rows):
+                self._averaged_row(r, &self._avg[r * C])
         self._avg_valid = True
 
     def set_use_averages(self, bint value):
@@ -313,14 +565,20 @@ cdef class AveragedWeights:
         """
         if self._U == NULL or self.clock == 0:
             return   # W is the average already
-        cdef size_t i, n = self.n_rows * self.n_classes
+        cdef size_t i, idx
         cdef double delta, t = <double>self.clock
         cdef weight_t avg
-        for i in range(n):
-            avg = _averaged(self._W[i], self._U[i], t)
-            delta = <double>avg - <double>self._W[i]
-            self._W[i] = avg
-            self._U[i] += t * delta
+        cdef uint64_t key
+        for i in range(self._u_capacity):
+            key = self._U[i].key
+            if key == 0:
+                continue
+            key -= 1
+            idx = <size_t>(key >> 16) * self.n_classes + <size_t>(key & 0xffff)
+            avg = _averaged(self._W[idx], self._U[i].value, t)
+            delta = <double>avg - <double>self._W[idx]
+            self._W[idx] = avg
+            self._U[i].value += t * delta
         self._avg_valid = False
         self.version += 1
 
@@ -330,25 +588,31 @@ cdef class AveragedWeights:
             raise ValueError("AveragedWeights can only grow")
         if n_classes == self.n_classes:
             return
+        if n_classes > MAX_CLASSES:
+            raise ValueError(f"n_classes must be at most {MAX_CLASSES}, got {n_classes}")
+        self._thaw()
         cdef size_t r, C_old = self.n_classes, C = n_classes
         cdef size_t cap = max(self._rows_capacity, 1)
+        cdef int words_old = self._mask_words, words = (n_classes + 63) // 64
         cdef weight_t* W = <weight_t*>calloc(cap * C, sizeof(weight_t))
-        cdef double* U = NULL
-        if self._U != NULL:
-            U = <double*>calloc(cap * C, sizeof(double))
-        if W == NULL or (self._U != NULL and U == NULL):
+        cdef uint64_t* umask = NULL
+        if self._umask != NULL:
+            umask = <uint64_t*>calloc(cap * words, sizeof(uint64_t))
+        if W == NULL or (self._umask != NULL and umask == NULL):
             free(W)
-            free(U)
+            free(umask)
             raise MemoryError()
         for r in range(self.n_rows):
             memcpy(&W[r * C], &self._W[r * C_old], C_old * sizeof(weight_t))
-            if U != NULL:
-                memcpy(&U[r * C], &self._U[r * C_old], C_old * sizeof(double))
+            if umask != NULL:   # accumulators are keyed by (row, class): only the marks move
+                memcpy(&umask[r * words], &self._umask[r * words_old], words_old * sizeof(uint64_t))
         free(self._W)
-        free(self._U)
         free(self._avg)
         self._W = W
-        self._U = U
+        if umask != NULL:
+            free(self._umask)
+            self._umask = umask
+        self._mask_words = words
         self._avg = NULL
         self._avg_valid = False
         self._rows_capacity = cap
@@ -361,9 +625,16 @@ cdef class AveragedWeights:
         cdef int64_t r = self.find(key)
         if r < 0:
             return 0.0
+        if not 0 <= clas < self.n_classes:
+            raise IndexError(f"class {clas} out of range for {self.n_classes} classes")
+        cdef weight_t[::1] row
+        if self.frozen_type != FROZEN_NONE:
+            row = numpy.empty((self.n_classes,), dtype=numpy.float32)
+            self._frozen_row(r, &row[0])
+            return float(row[clas])
         cdef int64_t i = r * self.n_classes + clas
         if averaged and self._U != NULL and self.clock > 0:
-            return float(_averaged(self._W[i], self._U[i], <double>self.clock))
+            return float(_averaged(self._W[i], self._u_get(r, clas), <double>self.clock))
         return float(self._W[i])
 
     def add(self, uint64_t key, int clas, float delta):
@@ -390,10 +661,11 @@ cdef class AveragedWeights:
         keys, rows = self.sorted_rows(averaged, prune)
         return keys, self.gather(rows, averaged)
 
-    def sorted_rows(self, bint averaged=True, bint prune=True):
+    def sorted_rows(self, bint averaged=True, bint prune=True, double min_abs=0.0):
         """(keys, rows): every key in ascending order with its row index, for `gather`.
 
-        With `prune`, keys whose (averaged) weights are all zero are left out.
+        With `prune`, keys whose (averaged) weights are all at most `min_abs` in absolute value
+        are left out (all zero, with the default 0).
         """
         cdef size_t C = self.n_classes
         keys = numpy.zeros((self.n_rows,), dtype=numpy.uint64)
@@ -413,14 +685,22 @@ cdef class AveragedWeights:
         cdef bint on_the_fly = averaged and self._U != NULL and self.clock > 0
         cdef double t = <double>self.clock
         cdef size_t at
+        cdef weight_t[::1] buf = numpy.empty((C,), dtype=numpy.float32)
+        cdef weight_t v
         if prune and len(keys):
             keep = numpy.zeros((len(keys),), dtype=numpy.uint8)
             kp = keep
             r = rows
             for i in range(len(keys)):
+                if self.frozen_type != FROZEN_NONE:
+                    self._frozen_row(r[i], &buf[0])
+                elif on_the_fly:
+                    self._averaged_row(r[i], &buf[0])
+                else:
+                    memcpy(&buf[0], &self._W[r[i] * C], C * sizeof(weight_t))
                 for c in range(C):
-                    at = r[i] * C + c
-                    if (_averaged(self._W[at], self._U[at], t) if on_the_fly else self._W[at]) != 0:
+                    v = buf[c]
+                    if v > min_abs or v < -min_abs:
                         kp[i] = 1
                         break
             keep = keep.view(numpy.bool_)
@@ -441,30 +721,138 @@ cdef class AveragedWeights:
         for i in range(<size_t>r.shape[0]):
             if r[i] < 0 or <size_t>r[i] >= self.n_rows:
                 raise IndexError(f"row {r[i]} out of range for {self.n_rows} rows")
-            w = &self._W[r[i] * C]
-            if averaged and self._U != NULL and self.clock > 0:
-                u = &self._U[r[i] * C]
-                for c in range(C):
-                    o[i, c] = _averaged(w[c], u[c], t)
+            if self.frozen_type != FROZEN_NONE:
+                self._frozen_row(r[i], &o[i, 0])
+                continue
+            if averaged:
+                self._averaged_row(r[i], &o[i, 0])
             else:
-                memcpy(&o[i, 0], w, C * sizeof(weight_t))
+                memcpy(&o[i, 0], &self._W[r[i] * C], C * sizeof(weight_t))
         return out
 
     def state_arrays(self):
-        """The full training state (keys, W, U, clock), for pickling mid-training."""
-        keys, W = self.to_arrays(averaged=False, prune=False)
+        """The full training state (keys, W, U, clock), for pickling mid-training; U dense."""
+        keys, rows = self.sorted_rows(averaged=False, prune=False)
+        W = self.gather(rows, averaged=False)
         cdef size_t C = self.n_classes
         U = numpy.zeros((len(keys), C), dtype=numpy.float64)
         if self._U == NULL:
             return keys, W, U, self.clock
+        position = numpy.empty((self.n_rows,), dtype=numpy.int64)
+        position[rows] = numpy.arange(len(rows), dtype=numpy.int64)
+        cdef int64_t[::1] pos = position
         cdef double[:, ::1] u = U
+        cdef size_t i
+        cdef uint64_t key
+        for i in range(self._u_capacity):
+            key = self._U[i].key
+            if key != 0:
+                key -= 1
+                u[pos[key >> 16], key & 0xffff] = self._U[i].value
+        return keys, W, U, self.clock
+
+    def frozen_arrays(self):
+        """(indptr, cols, values, scales) of sparse rows read in place (see load_frozen), row i
+        being the i-th key loaded; None when W holds the rows."""
+        if self.frozen_type == FROZEN_NONE:
+            return None
+        return self._frozen_owner
+
+    def _frozen_keys(self):
+        # The keys of a frozen table in row order (the order they were loaded in).
+        keys = numpy.zeros((self.n_rows,), dtype=numpy.uint64)
         cdef uint64_t[::1] k = keys
         cdef size_t i
-        cdef int64_t r
-        for i in range(len(keys)):
-            r = self.find(k[i])
-            memcpy(&u[i, 0], &self._U[r * C], C * sizeof(double))
-        return keys, W, U, self.clock
+        for i in range(self._capacity):
+            if self._table[i].key != 0:
+                k[self._table[i].row] = self._table[i].key
+        return keys
+
+    def load_frozen(self, keys, indptr, cols, values, scales=None):
+        """Take a saved model's sparse rows where they lie, without copying them: row i (of key
+        keys[i]) has the weights values[indptr[i]:indptr[i + 1]] in the classes
+        cols[indptr[i]:indptr[i + 1]] (uint8, or uint16 beyond 256 classes); values are
+        float32, float16, or int8 with float32 `scales` (one per row: a weight is scale * q).
+        The arrays are kept alive by this table; the keys (distinct) are hashed in one C pass
+        into a table sized for them. The rows are averaged weights; training them again first
+        copies them into dense float32 weights.
+        """
+        keys = numpy.ascontiguousarray(keys, dtype=numpy.uint64)
+        cdef size_t n = keys.shape[0]
+        indptr = numpy.ascontiguousarray(indptr, dtype=numpy.uint32)
+        cols = numpy.ascontiguousarray(cols)
+        values = numpy.ascontiguousarray(values)
+        if indptr.shape != (n + 1,) or indptr[0] != 0 or (n and (numpy.diff(indptr.astype(numpy.int64)) < 0).any()):
+            raise ValueError(f"the row bounds do not fit {n} rows")
+        cdef size_t nnz = int(indptr[n])
+        if cols.ndim != 1 or values.ndim != 1 or cols.shape[0] != nnz or values.shape[0] != nnz:
+            raise ValueError(f"{cols.shape[0]} classes and {values.shape[0]} values for {nnz} entries")
+        wide = self.n_classes > 256
+        if cols.dtype != (numpy.uint16 if wide else numpy.uint8):
+            raise ValueError(f"classes of dtype {cols.dtype} for {self.n_classes} classes")
+        if nnz and int(cols.max()) >= self.n_classes:
+            raise ValueError(f"a class beyond the {self.n_classes} classes")
+        cdef int kind
+        if values.dtype == numpy.float32:
+            kind = FROZEN_F32
+        elif values.dtype == numpy.float16:
+            kind = FROZEN_F16
+        elif values.dtype == numpy.int8:
+            kind = FROZEN_I8
+        else:
+            raise ValueError(f"values of dtype {values.dtype}: expected float32, float16 or int8")
+        if kind == FROZEN_I8:
+            if scales is None:
+                raise ValueError("int8 rows need their scales")
+            scales = numpy.ascontiguousarray(scales, dtype=numpy.float32)
+            if scales.shape != (n,):
+                raise ValueError(f"{scales.shape[0]} scales for {n} rows")
+        elif scales is not None:
+            raise ValueError("only int8 rows have scales")
+        cdef size_t capacity = _round_pow2(max(n + n // 3 + 1, <size_t>DEF_MIN_BUCKETS))
+        cdef Bucket* table = <Bucket*>calloc(capacity, sizeof(Bucket))
+        if table == NULL:
+            raise MemoryError()
+        cdef const uint64_t[::1] k = keys
+        cdef size_t i, b, mask = capacity - 1
+        cdef hash_t key = 0
+        cdef bint duplicate = False
+        with nogil:
+            for i in range(n):
+                key = k[i] if k[i] else 1
+                b = _bucket(key, mask)
+                while table[b].key != 0:
+                    if table[b].key == key:
+                        duplicate = True
+                        break
+                    b = (b + 1) & mask
+                if duplicate:
+                    break
+                table[b].key = key
+                table[b].row = <int64_t>i
+        if duplicate:
+            free(table)
+            raise ValueError(f"the key {key} is there twice")
+        free(self._table)
+        free(self._W)
+        self._free_accumulators()
+        free(self._avg)
+        self._table = table
+        self._capacity = capacity
+        self._W = NULL
+        self._avg = NULL
+        self._avg_valid = False
+        self._rows_capacity = 0
+        self.n_rows = n
+        self.clock = 0
+        self._frozen_owner = (indptr, cols, values, scales)
+        self._indptr = <const uint32_t*><size_t>indptr.ctypes.data
+        self._cols = <const void*><size_t>cols.ctypes.data
+        self._wide_cols = wide
+        self._Q = <const void*><size_t>values.ctypes.data
+        self._scales = <const float*><size_t>scales.ctypes.data if kind == FROZEN_I8 else NULL
+        self.frozen_type = kind
+        self.version += 1
 
     def load_arrays(self, keys, weights, accumulators=None, clock=0):
         """Replace the contents by `weights` for `keys`; the average restarts from them."""
@@ -479,8 +867,15 @@ cdef class AveragedWeights:
             if accumulators.shape != weights.shape:
                 raise ValueError("accumulators must have the shape of weights")
         self._clear(max(self._capacity, _round_pow2(2 * len(keys) + 2)))
-        free(self._U)
-        self._U = NULL
+        self._free_accumulators()
+        if self.frozen_type != FROZEN_NONE:
+            self.frozen_type = FROZEN_NONE
+            self._Q = NULL
+            self._scales = NULL
+            self._indptr = NULL
+            self._cols = NULL
+            self._frozen_owner = None
+            self._rows_capacity = 0
         self._grow_rows(max(len(keys), 1024))
         if accumulators is not None:
             self._ensure_accumulators()
@@ -490,12 +885,15 @@ cdef class AveragedWeights:
         if accumulators is not None:
             u = accumulators
         cdef size_t i, C = self.n_classes
+        cdef int c
         cdef int64_t r
         for i in range(len(keys)):
             r = self._insert(k[i])
             memcpy(&self._W[r * C], &w[i, 0], C * sizeof(weight_t))
             if accumulators is not None:
-                memcpy(&self._U[r * C], &u[i, 0], C * sizeof(double))
+                for c in range(<int>C):
+                    if u[i, c] != 0.0:
+                        self._u_slot(r, c)[0] = u[i, c]
         self.clock = clock
         self._avg_valid = False
         self.version += 1
@@ -509,9 +907,54 @@ cdef class AveragedWeights:
         self.n_rows = 0
 
     def __reduce__(self):
+        if self.frozen_type != FROZEN_NONE:
+            return (_rebuild_frozen, (self.n_classes, self._frozen_keys(), self._frozen_owner, self.use_averages,
+                                      self.noise_scale, self.noise_seed, self.tie_width))
         keys, W, U, clock = self.state_arrays()
         return (_rebuild_weights, (self.n_classes, self._capacity, keys, W, U, clock, self.use_averages,
                                    self.noise_scale, self.noise_seed, self.tie_width))
+
+
+def sparse_rows(weights, str precision, double min_abs=0.0):
+    """Dense float32 rows (n x C) as sparse rows in `precision`, for load_frozen: (counts, cols,
+    values, scales). Weights at most `min_abs` in absolute value are left out, as are those the
+    precision turns into zero; counts[i] entries belong to row i, their classes ascending.
+    scales is None except for int8, where each row's scale is its largest kept absolute weight
+    / 127 and a weight is stored as round(w / scale).
+    """
+    if precision not in _DTYPE_OF:
+        raise ValueError(f"unknown precision {precision!r}: expected one of {PRECISIONS}")
+    weights = numpy.ascontiguousarray(weights, dtype=numpy.float32)
+    if weights.ndim != 2:
+        raise ValueError("weights must be n x C")
+    n, C = weights.shape
+    keep = numpy.abs(weights) > min_abs
+    scales = None
+    if precision == "float16":
+        with numpy.errstate(over="ignore"):
+            stored = weights.astype(numpy.float16)
+        if not numpy.isfinite(stored[keep]).all():
+            raise ValueError("weights beyond float16's range (65504): save them as float32 or int8")
+    elif precision == "int8":
+        peak = numpy.where(keep, numpy.abs(weights), numpy.float32(0)).max(axis=1) if C else numpy.zeros((n,), numpy.float32)
+        scales = (peak / numpy.float32(127.0)).astype(numpy.float32)
+        safe = numpy.where(scales > 0, scales, numpy.float32(1.0))
+        stored = numpy.clip(numpy.rint(weights / safe[:, None]), -127, 127).astype(numpy.int8)
+    else:
+        stored = weights
+    keep &= stored != 0
+    counts = keep.sum(axis=1)
+    rows, cols = numpy.nonzero(keep)
+    return (counts, cols.astype(numpy.uint16 if C > 256 else numpy.uint8), stored[rows, cols], scales)
+
+
+def _rebuild_frozen(n_classes, keys, arrays, use_averages, noise_scale, noise_seed, tie_width):
+    weights = AveragedWeights(n_classes, 1)
+    weights.set_tie_width(tie_width)
+    weights.load_frozen(keys, *arrays)
+    weights.set_use_averages(use_averages)
+    weights.set_noise(noise_scale, noise_seed)
+    return weights
 
 
 def _rebuild_weights(n_classes, n_buckets, keys, W, U, clock, use_averages, noise_scale=0.0, noise_seed=0,
@@ -581,7 +1024,8 @@ cdef class WeightsMixer:
                     acc._W[r * C + c] += w_scale * W[i * C + c]
                 if U != NULL and u_scale != 0.0:
                     for c in range(<int>C):
-                        acc._U[r * C + c] += u_scale * U[i * C + c]
+                        if U[i * C + c] != 0.0:
+                            acc._u_slot(r, c)[0] += u_scale * U[i * C + c]
         return 0
 
     def _count(self, int64_t clock, double coef):
@@ -601,13 +1045,15 @@ cdef class WeightsMixer:
         self._count(table.clock, coef)
         if coef == 0.0:
             return
+        table._thaw()
         cdef size_t i, C = self.n_classes
         cdef int64_t r
         cdef double u_scale = coef / <double>table.clock if table.clock > 0 else 0.0
         cdef weight_t w_scale = <weight_t>coef
         cdef AveragedWeights acc = self._acc
-        cdef int c
+        cdef int c, w
         cdef int64_t dst
+        cdef uint64_t bits
         with nogil:
             for i in range(table._capacity):
                 if table._table[i].key == 0:
@@ -617,8 +1063,12 @@ cdef class WeightsMixer:
                 for c in range(<int>C):
                     acc._W[dst * C + c] += w_scale * table._W[r * C + c]
                 if table._U != NULL and u_scale != 0.0:
-                    for c in range(<int>C):
-                        acc._U[dst * C + c] += u_scale * table._U[r * C + c]
+                    for w in range(table._mask_words):
+                        bits = table._umask[r * table._mask_words + w]
+                        while bits:
+                            c = w * 64 + ctz64(bits)
+                            acc._u_slot(dst, c)[0] += u_scale * table._u_get(r, c)
+                            bits &= bits - 1
 
     def add_arrays(self, keys, weights, accumulators=None, int64_t clock=0, double coef=1.0):
         """Fold in a training state given as arrays (as `state_arrays()` returns them)."""
@@ -659,8 +1109,9 @@ cdef class WeightsMixer:
             if self._sum_coef != 1.0:
                 for i in range(n):
                     acc._W[i] *= w_scale
-            for i in range(n):
-                acc._U[i] *= u_scale
+            for i in range(acc._u_capacity):
+                if acc._U[i].key != 0:
+                    acc._U[i].value *= u_scale
         acc.clock = clock
         acc._avg_valid = False
         acc.version += 1

@@ -205,7 +205,10 @@ class StructuredParser(PerceptronPipe):
         """Feature keys seen at least `min_freq` times along the oracle derivations of the
         training trees, read with the reference's tags (the tagger may not be trained yet)."""
         system = self.system
-        chunks, pending = [], []
+        # Counted a slice of examples at a time and merged into the running counts, so the
+        # count holds each distinct key once (~6M keys on EWT) rather than every occurrence.
+        keys, counts = self._count([])
+        pending = []
         for eg in get_examples():
             if not len(eg.reference) or not self.same_tokens(eg):
                 continue
@@ -213,21 +216,24 @@ class StructuredParser(PerceptronPipe):
             gold_heads, gold_labels = self._gold(eg, 0, len(eg.reference), heads, deps)
             system.set_sentence(self.model.atoms(eg.reference, self.name), gold_heads, gold_labels, True)
             pending.append(system.oracle_keys())
-            if len(pending) >= 500:
-                chunks.append(self._count(pending))
+            if len(pending) >= 100:
+                keys, counts = self._merge(keys, counts, *self._count(pending))
                 pending = []
-        chunks.append(self._count(pending))
-        keys = numpy.concatenate([k for k, _ in chunks])
-        counts = numpy.concatenate([c for _, c in chunks])
-        keys, inverse = numpy.unique(keys, return_inverse=True)
-        totals = numpy.bincount(inverse, weights=counts)
-        return keys[totals >= min_freq]
+        keys, counts = self._merge(keys, counts, *self._count(pending))
+        return keys[counts >= min_freq]
 
     @staticmethod
     def _count(arrays):
         if not arrays:
             return numpy.zeros((0,), dtype=numpy.uint64), numpy.zeros((0,), dtype=numpy.int64)
         return numpy.unique(numpy.concatenate(arrays), return_counts=True)
+
+    @staticmethod
+    def _merge(keys, counts, more_keys, more_counts):
+        """Two (sorted distinct keys, counts) as one."""
+        keys, inverse = numpy.unique(numpy.concatenate([keys, more_keys]), return_inverse=True)
+        totals = numpy.bincount(inverse, weights=numpy.concatenate([counts, more_counts]), minlength=len(keys))
+        return keys, totals.astype(numpy.int64)
 
     def _count_labels(self, get_examples) -> Counter:
         counts: Counter = Counter()

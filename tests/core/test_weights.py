@@ -4,7 +4,7 @@ import pickle
 import numpy
 import pytest
 
-from spacy_structperc._core.weights import AveragedWeights
+from spacy_structperc._core.weights import PRECISIONS, AveragedWeights, sparse_rows
 
 
 def _random_training(weights, rng, n_examples, keys, n_classes, snapshots, current):
@@ -325,3 +325,127 @@ def test_sorted_rows_and_gather_are_to_arrays_in_slices():
         assert numpy.array_equal(numpy.concatenate(pieces), weights)
     with pytest.raises(IndexError):
         w.gather(numpy.array([w.n_rows], dtype=numpy.int64))
+
+
+# Sparse accumulators: only for the weights updates touched ------------------------------------
+
+@pytest.mark.parametrize("C", [65, 130])
+def test_lazy_average_with_many_classes_equals_the_naive_average(C):
+    # More than 64 classes: the per-row marks of which accumulators exist span several words.
+    rng = numpy.random.default_rng(21)
+    keys = _random_keys(rng, 12)
+    w = AveragedWeights(C, 64)
+    snapshots, current = [], {}
+    _random_training(w, rng, 120, keys, C, snapshots, current)
+    assert w.n_accumulators == len(current)   # one per (key, class) updated
+    for key in keys:
+        for c in range(C):
+            assert w.get(key, c, averaged=True) == pytest.approx(_naive_average(snapshots, key, c), abs=1e-4)
+    w.set_use_averages(True)
+    on_the_fly = w.score(keys)
+    w.average()
+    assert numpy.array_equal(w.score(keys), on_the_fly)
+
+
+def test_accumulators_are_only_for_touched_weights():
+    w = AveragedWeights(100, 64)
+    for key in range(1, 1001):
+        w.add(key, key % 100, 1.0)
+        w.next_example()
+    assert w.n_rows == 1000 and w.n_accumulators == 1000   # not 100,000
+    w.add(1, 1, -1.0)                                      # the same weight again: no new one
+    assert w.n_accumulators == 1000
+
+
+def test_state_arrays_round_trip_and_resize_keep_sparse_accumulators():
+    rng = numpy.random.default_rng(22)
+    keys = _random_keys(rng, 15)
+    w = AveragedWeights(60, 64)
+    _random_training(w, rng, 80, keys, 60, [], {})
+    k, W, U, clock = w.state_arrays()
+    assert numpy.count_nonzero(U) <= w.n_accumulators
+    copy = AveragedWeights(60, 64)
+    copy.load_arrays(k, W, U, clock)
+    assert numpy.array_equal(copy.to_arrays()[1], w.to_arrays()[1])
+    before = w.to_arrays(prune=False)[1]
+    w.resize(150)                                          # 1 -> 3 words of marks per row
+    after = w.to_arrays(prune=False)[1]
+    assert numpy.array_equal(after[:, :60], before) and not after[:, 60:].any()
+    w.add(keys[0], 140, 1.0)
+    w.next_example()
+    assert w.get(keys[0], 140, averaged=True) == pytest.approx(1.0 / 81.0)
+
+
+# Loaded rows read in place: sparse, in reduced precision ----------------------------------------
+
+def _trained(rng, C=9, n_keys=200):
+    w = AveragedWeights(C, 64)
+    keys = _random_keys(rng, n_keys)
+    _random_training(w, rng, 400, keys, C, [], {})
+    return w, keys
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_frozen_rows_score_what_they_export_and_stay_close_to_float32(precision):
+    rng = numpy.random.default_rng(23)
+    w, keys = _trained(rng)
+    k, dense = w.to_arrays()
+    counts, cols, values, scales = sparse_rows(dense, precision)
+    indptr = numpy.concatenate([[0], numpy.cumsum(counts)]).astype(numpy.uint32)
+    f = AveragedWeights(9, 1)
+    f.load_frozen(k, indptr, cols, values, scales)
+    assert f.precision == precision and f.n_rows == len(k) and not f.has_accumulators
+    assert f.frozen_arrays()[2] is values or numpy.shares_memory(f.frozen_arrays()[2], values)   # not copied
+    exported = f.to_arrays(prune=False)[1]
+    for key, row in zip(k.tolist()[:50], exported[:50]):
+        assert numpy.array_equal(f.score([key]), row)     # dequantized while adding, to the bit
+    if precision == "float32":
+        assert numpy.array_equal(exported, dense)
+    elif precision == "float16":
+        assert numpy.allclose(exported, dense, rtol=2 ** -11, atol=1e-7)
+    else:
+        assert numpy.all(numpy.abs(exported - dense) <= scales[:, None] / 2 + 1e-6)
+        assert not numpy.array_equal(exported, dense)
+    assert f.score([12345]).tolist() == [0.0] * 9          # unknown keys add nothing
+    again = pickle.loads(pickle.dumps(f))
+    assert again.precision == precision and numpy.array_equal(again.to_arrays()[1], f.to_arrays()[1])
+    # Training a loaded table copies its rows into float32 weights first.
+    f.add(int(k[0]), 3, 1.0)
+    assert f.precision is None
+    assert f.get(int(k[0]), 3) == pytest.approx(float(exported[0, 3]) + 1.0)
+    assert f.get(int(k[1]), 2) == float(exported[1, 2])
+
+
+def test_sparse_rows_prune_small_weights_and_keep_classes_ascending():
+    dense = numpy.array([[0.0, 0.3, -2.0, 0.0], [0.1, -0.1, 0.0, 0.0], [5.0, 0.0, 0.0, -0.6]], dtype=numpy.float32)
+    counts, cols, values, _ = sparse_rows(dense, "float32", 0.5)
+    assert counts.tolist() == [1, 0, 2]
+    assert cols.tolist() == [2, 0, 3] and values.tolist() == [-2.0, 5.0, pytest.approx(-0.6)]
+    counts, cols, values, scales = sparse_rows(dense, "int8")
+    assert counts.tolist() == [2, 2, 2]
+    assert values.tolist() == [19, -127, 127, -127, 127, -15]
+    assert scales.tolist() == pytest.approx([2.0 / 127, 0.1 / 127, 5.0 / 127])
+    with pytest.raises(ValueError, match="float16"):
+        sparse_rows(numpy.array([[1e6]], dtype=numpy.float32), "float16")
+
+
+def test_load_frozen_rejects_inconsistent_arrays():
+    f = AveragedWeights(3, 1)
+    keys = numpy.array([3, 7], dtype=numpy.uint64)
+    good = (numpy.array([0, 1, 3], dtype=numpy.uint32), numpy.array([0, 1, 2], dtype=numpy.uint8),
+            numpy.array([1, 2, 3], dtype=numpy.float32))
+    f.load_frozen(keys, *good)
+    assert f.score([3, 7]).tolist() == [1.0, 2.0, 3.0]
+    bad = {
+        "bounds": (numpy.array([0, 4, 3], dtype=numpy.uint32),) + good[1:],
+        "class": (good[0], numpy.array([0, 1, 3], dtype=numpy.uint8), good[2]),
+        "length": good[:2] + (numpy.array([1, 2], dtype=numpy.float32),),
+        "dtype": good[:2] + (numpy.array([1, 2, 3], dtype=numpy.float64),),
+    }
+    for case, arrays in bad.items():
+        with pytest.raises(ValueError):
+            AveragedWeights(3, 1).load_frozen(keys, *arrays)
+    with pytest.raises(ValueError, match="twice"):
+        AveragedWeights(3, 1).load_frozen(numpy.array([3, 3], dtype=numpy.uint64), *good)
+    with pytest.raises(ValueError, match="scales"):
+        AveragedWeights(3, 1).load_frozen(keys, good[0], good[1], good[2].astype(numpy.int8))
