@@ -27,7 +27,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
 
 import numpy
 
-from .errors import Errors
+from ..errors import Errors
 
 LEARNERS = ("perceptron", "boosting", "svm", "dual")
 KERNELS = ("linear", "poly", "tree")
@@ -263,6 +263,17 @@ class Reranker:
     def choose(self, lists: CandidateLists) -> numpy.ndarray:
         return choose(lists, self.scores(lists))
 
+    def _key_scores(self, lists: CandidateLists, distinct: bool) -> numpy.ndarray:
+        """phi(z) . Theta of every candidate for the linear learners (weights `w` over the
+        columns of `index`), looked up by key in a hash table built once per weight vector."""
+        from .._core.rerank_features import KeyWeights
+
+        cached = self.__dict__.get("_key_weights")
+        if cached is None or cached[0] is not self.w or cached[1] is not self.index.keys:
+            cached = (self.w, self.index.keys, KeyWeights(self.index.keys, self.w))
+            self._key_weights = cached
+        return cached[2].scores(lists.key_ptr, lists.keys, distinct)
+
     def to_dict(self) -> Dict[str, Any]:
         raise NotImplementedError
 
@@ -360,8 +371,7 @@ class PerceptronReranker(Reranker):
         return w - u / c, (w0 - u0 / c if fixed is None else fixed), curve
 
     def scores(self, lists):
-        ptr, cols = _column_matrix(self.index, lists)
-        return _linear_scores(self.w, ptr, cols) + self.w0 * self.scale * lists.relative_base()
+        return self._key_scores(lists, False) + self.w0 * self.scale * lists.relative_base()
 
     def to_dict(self):
         return {"learner": self.name, "epochs": self.epochs, "min_count": self.min_count,
@@ -506,8 +516,7 @@ class BoostingReranker(Reranker):
         return self
 
     def scores(self, lists):
-        ptr, cols, _ = _indicators(self.index, lists)
-        return _linear_scores(self.w, ptr, cols) + self.w0 * self.scale * lists.relative_base()
+        return self._key_scores(lists, True) + self.w0 * self.scale * lists.relative_base()
 
     def to_dict(self):
         return {"learner": self.name, "rounds": self.rounds, "min_count": self.min_count,
@@ -609,8 +618,7 @@ class SVMReranker(Reranker):
         return self
 
     def scores(self, lists):
-        ptr, cols, _ = _indicators(self.index, lists)
-        return _linear_scores(self.w, ptr, cols) + self.w0 * self.scale * lists.relative_base()
+        return self._key_scores(lists, True) + self.w0 * self.scale * lists.relative_base()
 
     def to_dict(self):
         return {"learner": self.name, "C": self.C, "min_count": self.min_count,
@@ -655,12 +663,12 @@ class DualReranker(Reranker):
         self.curve: List[Dict[str, float]] = []
 
     def _make_kernel(self):
-        from ._core.kernel import PolynomialKernel
+        from .._core.kernel import PolynomialKernel
         if self.kernel_name == "linear":
             return PolynomialKernel(degree=1, coef0=0.0)
         if self.kernel_name == "poly":
             return PolynomialKernel(degree=self.degree, coef0=1.0)
-        from ._core.treekernel import DependencyTreeKernel
+        from .._core.treekernel import DependencyTreeKernel
         return DependencyTreeKernel(lambda_=self.lambda_, base_weight=self.base_weight)
 
     def items(self, lists: CandidateLists) -> List[Any]:
@@ -681,7 +689,7 @@ class DualReranker(Reranker):
         return out
 
     def fit(self, train, dev=None):
-        from ._core.kernel import DualPerceptron
+        from .._core.kernel import DualPerceptron
         self.scale = _base_scale(train)
         if self.max_sentences and train.n_sentences > self.max_sentences:
             train = train.subset(range(self.max_sentences))
@@ -728,7 +736,7 @@ class DualReranker(Reranker):
                 "model": self.model.to_bytes() if self.model is not None else None}
 
     def from_dict(self, data):
-        from ._core.kernel import DualPerceptron
+        from .._core.kernel import DualPerceptron
         for k in ("degree", "lambda_", "base_weight", "epochs", "max_sentences", "prediction",
                   "seed", "scale"):
             setattr(self, k, data[k])
