@@ -297,7 +297,9 @@ class PerceptronReranker(Reranker):
 
     base_weights: None learns the base score's weight like any other; a list of numbers fixes it
     (the perceptron then learns corrections to the base model, as Collins 2000 fixes it before
-    boosting) and, given dev lists, keeps the value whose model makes the fewest dev errors.
+    boosting) and, given dev lists, keeps the value whose model makes the fewest dev errors (a
+    null in the list stands for the learned weight). Given dev lists, the epoch is chosen on dev
+    too (`chosen_epoch`). The epochs run in C (_core/ranking.pyx).
     """
 
     name = "perceptron"
@@ -307,13 +309,14 @@ class PerceptronReranker(Reranker):
         self.epochs = epochs
         self.min_count = min_count
         self.seed = seed
-        self.base_weights = None if base_weights is None else [float(x) for x in base_weights]
+        self.base_weights = None if base_weights is None else [None if x is None else float(x) for x in base_weights]
         self.index = FeatureIndex()
         self.w = numpy.zeros((0,))
         self.w0 = 0.0
         self.scale = 1.0
         self.curve: List[Dict[str, float]] = []
         self.dev_losses: Dict[str, float] = {}
+        self.chosen_epoch = 0
 
     def fit(self, train, dev=None):
         self.index = FeatureIndex.fit(train, self.min_count)
@@ -333,42 +336,44 @@ class PerceptronReranker(Reranker):
             dev_loss = float(dev.loss[self.choose(dev)].sum()) if dev is not None else 0.0
             self.dev_losses[str(fixed)] = dev_loss
             if best is None or dev_loss < best[0]:
-                best = (dev_loss, w, w0, curve)
-        _, self.w, self.w0, self.curve = best
+                best = (dev_loss, w, w0, curve, self.chosen_epoch)
+        _, self.w, self.w0, self.curve, self.chosen_epoch = best
         return self
 
     def _train(self, train, ptr, cols, base, oracle, useful, fixed, dev):
+        """The epochs (in C, _core/ranking.pyx); with dev lists, the averaged weights of the
+        epoch with the fewest dev errors are kept (`chosen_epoch`), else the last epoch's."""
+        from .._core.ranking import perceptron_epoch
+
         V = len(self.index)
         w, u = numpy.zeros((V,)), numpy.zeros((V,))
-        w0 = u0 = 0.0 if fixed is None else fixed
+        w0u0 = numpy.array([0.0 if fixed is None else float(fixed), 0.0])
         c = 1
         rng = numpy.random.default_rng(self.seed)
         curve = []
+        args = (numpy.ascontiguousarray(train.offsets, dtype=numpy.int64),
+                numpy.ascontiguousarray(ptr, dtype=numpy.int64),
+                numpy.ascontiguousarray(cols, dtype=numpy.int64),
+                numpy.ascontiguousarray(base, dtype=numpy.float64),
+                numpy.ascontiguousarray(train.loss, dtype=numpy.float64),
+                numpy.ascontiguousarray(oracle, dtype=numpy.int64))
+        average = lambda: (w - u / c, (w0u0[0] - w0u0[1] / c) if fixed is None else float(fixed))
+        best = None
         for epoch in range(self.epochs):
-            mistakes = 0
-            for i in rng.permutation(useful):
-                a, b = train.offsets[i], train.offsets[i + 1]
-                s = _linear_scores(w, ptr[a:b + 1] - ptr[a], cols[ptr[a]:ptr[b]]) + w0 * base[a:b]
-                z = a + int(numpy.argmax(s))
-                g = oracle[i]
-                if train.loss[z] > train.loss[g]:
-                    mistakes += 1
-                    cg, cz = cols[ptr[g]:ptr[g + 1]], cols[ptr[z]:ptr[z + 1]]
-                    numpy.add.at(w, cg, 1.0)
-                    numpy.add.at(w, cz, -1.0)
-                    numpy.add.at(u, cg, c)
-                    numpy.add.at(u, cz, -c)
-                    if fixed is None:
-                        d0 = base[g] - base[z]
-                        w0 += d0
-                        u0 += c * d0
-                c += 1
-            point = {"epoch": epoch + 1, "mistakes": mistakes}
+            order = numpy.ascontiguousarray(rng.permutation(useful), dtype=numpy.int64)
+            mistakes, c = perceptron_epoch(order, *args, w, u, w0u0, c, fixed is not None)
+            point = {"epoch": epoch + 1, "mistakes": int(mistakes)}
             if dev is not None:
-                self.w, self.w0 = w - u / c, (w0 - u0 / c if fixed is None else fixed)
+                self.w, self.w0 = average()
                 point["dev_loss"] = float(dev.loss[self.choose(dev)].sum())
+                if best is None or point["dev_loss"] < best[0]:
+                    best = (point["dev_loss"], self.w, self.w0, epoch + 1)
             curve.append(point)
-        return w - u / c, (w0 - u0 / c if fixed is None else fixed), curve
+        if best is not None:
+            self.chosen_epoch = best[3]
+            return best[1], best[2], curve
+        self.chosen_epoch = self.epochs
+        return (*average(), curve)
 
     def scores(self, lists):
         return self._key_scores(lists, False) + self.w0 * self.scale * lists.relative_base()
