@@ -132,13 +132,14 @@ def rerank_features(arcs: bool = True, grandparent: bool = True, siblings: bool 
 def rerank_features_v2(arcs: bool = True, grandparent: bool = True, siblings: bool = True,
                        children: bool = True, coordination: bool = True, paths: bool = True,
                        spans: bool = True, valency: bool = True, edges: bool = True,
-                       lexical: bool = True) -> List[str]:
+                       lexical: bool = True, consensus: bool = True) -> List[str]:
     """The global tree-feature groups of a parser's reranker (spacy_structperc/_core/
-    rerank_features.pyx documents them): v1's and the subtrees' edges and neighbours (edges),
-    bilexical grandparent and sibling features (lexical)."""
+    rerank_features.pyx documents them): v1's, the subtrees' edges and neighbours (edges),
+    bilexical grandparent and sibling features (lexical), and each arc's agreement with the
+    rest of the k-best list (consensus, spacy_structperc/reranking/features.py)."""
     on = dict(arcs=arcs, grandparent=grandparent, siblings=siblings, children=children,
               coordination=coordination, paths=paths, spans=spans, valency=valency, edges=edges,
-              lexical=lexical)
+              lexical=lexical, consensus=consensus)
     return [g for g, v in on.items() if v]
 
 

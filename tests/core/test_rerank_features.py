@@ -263,3 +263,22 @@ def test_hash_pairs_mixes_both_members():
     h = hash_pairs(a, b)
     assert len(set(h.tolist())) == 3 and (h != 0).all()
     assert int(h[0]) == mix(mix(0xCBF29CE484222325, 1), 1)
+
+
+def test_consensus_features_count_the_lists_agreement():
+    """The consensus group: a token's arc shared by every candidate gets the same keys in each;
+    one the candidates disagree on gets keys by the share that agrees (2 of 3 vs 1 of 3)."""
+    from spacy_structperc.reranking import TreeFeatures
+
+    feats = TreeFeatures(["consensus"])
+    tags = numpy.array([5, 6, 7], dtype=numpy.uint64)
+    heads = numpy.array([[-1, 0, 0], [-1, 0, 0], [-1, 0, 1]])
+    labels = numpy.full((3, 3), 9, dtype=numpy.uint64)
+    ptr, keys = feats.batch(tags, tags, heads, labels)
+    assert list(ptr) == [0, 12, 24, 36]
+    per = keys.reshape(3, 3, 4)                     # candidate, token, template
+    assert (per[:, :2] == per[0, :2]).all()          # tokens 0 and 1: everyone agrees
+    assert (per[0, 2] == per[1, 2]).all()            # token 2: the two who agree (2/3) ...
+    assert not (per[0, 2] == per[2, 2]).any()        # ... differ from the one alone (1/3)
+    with pytest.raises(ValueError, match="unknown feature groups"):
+        TreeFeatures(["consensus", "words"])
