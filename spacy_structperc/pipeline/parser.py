@@ -37,7 +37,7 @@ from thinc.types import Ints2d
 from .._core import beam, lookahead
 from .._core.arcstandard import ArcStandardSystem
 from ..errors import Errors
-from ..reranking.features import GROUPS
+from ..reranking.features import GROUPS, GROUPS_V1
 from ..reranking.learners import KERNELS, LEARNERS
 from ..reranking.pipes import ParserReranker
 from ..parser_model import ParserModel
@@ -49,8 +49,10 @@ DECODERS = ("greedy", "beam")
 SHIFT_ACTION, BREAK_ACTION = 0, 1   # _core/arcstandard.pyx
 PARSE_WINDOW = 1000   # tokens bound at once in a Doc without sentence boundaries
 BACKOFF_LABEL = "dep"
+# features: the eight groups of rerank_features.v1 did best on held-out jackknifed EWT lists
+# (benchmarks/bench_reranking.py); edges, lexical and consensus are there to be chosen.
 RERANKER_DEFAULTS = {"learner": "perceptron", "k": 8, "kernel": "poly", "folds": 4,
-                     "features": list(GROUPS), "settings": {}}
+                     "features": list(GROUPS_V1), "settings": {}}
 
 
 def _reranker_block(name: str, decoder: str, block: Optional[dict]) -> Optional[dict]:
