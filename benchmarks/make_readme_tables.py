@@ -157,9 +157,15 @@ def build_reranking_table(data: Dict[str, Any], split: str = "test") -> Optional
                 return f"{100 * v:.2f}"
         return "–"
 
+    def rank(key: Tuple[str, str, str]) -> Tuple[int, int]:
+        dataset, _, setting = key
+        kind = 0 if setting.startswith("1-best") else 1 if setting.startswith("oracle") else \
+            3 if "in the pipeline" in setting else 2
+        return (0 if dataset == "ud_en_ewt" else 1, kind)
+
     lines = ["| dataset | system | setting | " + " | ".join(h for h, _ in RERANKING_COLUMNS) + " |",
              "|---|---|---|" + "---:|" * len(RERANKING_COLUMNS)]
-    for (dataset, system, setting), values in cells.items():
+    for (dataset, system, setting), values in sorted(cells.items(), key=lambda kv: rank(kv[0])):
         lines.append(f"| {dataset} | {system} | {setting} | " +
                      " | ".join(cell(values, ms) for _, ms in RERANKING_COLUMNS) + " |")
     machine = data.get("machine") or {}

@@ -1,4 +1,4 @@
-"""Rerankers over candidate lists (spacy_structperc/reranking.py): collins2001 §5's guarantees."""
+"""Rerankers over candidate lists (spacy_structperc/reranking/learners.py): collins2001 §5's guarantees."""
 import numpy
 import pytest
 import srsly

@@ -128,6 +128,20 @@ cdef inline void emit6(vector[uint64_t]& out, vector[uint64_t]& f, uint64_t a, u
     f.push_back(g); emit(out, f)
 
 
+cdef inline void emit_production(vector[uint64_t]& out, vector[uint64_t]& f, const uint64_t* atom,
+                                 vector[int]& kids, int a, int c, int nl) noexcept nogil:
+    """Append a head's dependents kids[a:c] (the first nl on its left) to f as their atoms, with
+    HEAD_MARK at the head's place, and emit f."""
+    cdef int j
+    for j in range(a, c):
+        if j == a + nl:
+            f.push_back(HEAD_MARK)
+        f.push_back(atom[kids[j]])
+    if c - a == nl:
+        f.push_back(HEAD_MARK)
+    emit(out, f)
+
+
 cdef inline uint64_t bucket(int64_t d) noexcept nogil:
     if d < 0:
         d = -d
@@ -266,29 +280,11 @@ cdef int one_tree(const uint64_t* w, const uint64_t* t, const int64_t* h, const 
                     emit5(out, f, 31, t[g], NONE if prev < 0 else lab[prev], NONE, LEFT + side)
         if groups & G_CHILDREN:
             f.clear(); f.push_back(40); f.push_back(t[g]); f.push_back(lab[g])
-            for j in range(a, c):
-                if j == a + nl:
-                    f.push_back(HEAD_MARK)
-                f.push_back(lab[kids[j]])
-            if nr == 0:
-                f.push_back(HEAD_MARK)
-            emit(out, f)
+            emit_production(out, f, lab, kids, a, c, nl)
             f.clear(); f.push_back(41); f.push_back(t[g])
-            for j in range(a, c):
-                if j == a + nl:
-                    f.push_back(HEAD_MARK)
-                f.push_back(t[kids[j]])
-            if nr == 0:
-                f.push_back(HEAD_MARK)
-            emit(out, f)
+            emit_production(out, f, t, kids, a, c, nl)
             f.clear(); f.push_back(42); f.push_back(w[g])
-            for j in range(a, c):
-                if j == a + nl:
-                    f.push_back(HEAD_MARK)
-                f.push_back(lab[kids[j]])
-            if nr == 0:
-                f.push_back(HEAD_MARK)
-            emit(out, f)
+            emit_production(out, f, lab, kids, a, c, nl)
         if groups & G_VALENCY:
             emit4(out, f, 70, t[g], min(nl, 4), min(nr, 4))
             emit4(out, f, 71, w[g], min(nl, 4), min(nr, 4))

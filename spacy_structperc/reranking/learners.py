@@ -3,7 +3,7 @@
 A training set is m sentences, each with the candidates G(x_i) a base model proposed (its k-best
 list), every candidate with the base model's score L (collins2001 §2's log-probability feature;
 here the beam's perceptron score), a sparse vector of global features (uint64 keys, see
-rerank_features.py) and its loss against the gold analysis. The gold analysis is usually not in
+reranking/features.py) and its loss against the gold analysis. The gold analysis is usually not in
 the list, so the target of training is the list's best candidate (its "oracle": least loss,
 then highest base score), as in Collins 2000.
 
