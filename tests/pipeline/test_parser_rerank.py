@@ -90,3 +90,32 @@ def test_empty_doc_and_one_word_doc_with_a_reranker():
 def test_bad_reranker_blocks_are_coded_errors(block, decoder, code):
     with pytest.raises(ValueError, match=code):
         make(block, decoder)
+
+
+def test_a_reranker_saved_with_other_features_is_refused():
+    """A saved reranker records the feature definition it learned from (FEATURES_VERSION); one
+    from another definition (the Python extractor's keys were version 1) is a coded error, not
+    a reranker silently reading keys that mean other features."""
+    import srsly
+
+    nlp, parser, _ = trained(epochs=2)
+    data = srsly.msgpack_loads(parser.to_bytes())
+    model = srsly.msgpack_loads(data["reranker"])
+    assert model["features_version"] == 2
+    model["features_version"] = 1
+    data["reranker"] = srsly.msgpack_dumps(model)
+    _, parser2 = make()
+    with pytest.raises(ValueError, match="S246"):
+        parser2.from_bytes(srsly.msgpack_dumps(data))
+
+
+def test_k_larger_than_the_beam_widens_it_and_one_candidate_lists_rerank():
+    """k above beam_width: the k-best search widens the beam to k (lists of up to k); a
+    one-word sentence has a single candidate, which the reranker returns."""
+    nlp, parser, _ = trained({**BLOCK, "k": 6}, epochs=2)
+    assert parser.cfg["beam_width"] == 4
+    (_, _, lst), = parser.kbest(tagged(nlp, TEST_WORDS[0]), 6)
+    assert 4 < len(lst) <= 6
+    (_, _, one), = parser.kbest(tagged(nlp, ["Hello"]), 6)
+    assert len(one) == 1
+    assert nlp(tagged(nlp, ["Hello"]))[0].head.i == 0
