@@ -142,6 +142,17 @@ cdef inline void emit_production(vector[uint64_t]& out, vector[uint64_t]& f, con
     emit(out, f)
 
 
+cdef inline void emit_path(vector[uint64_t]& out, vector[uint64_t]& f, const int64_t* h,
+                           const uint64_t* lab, int d, int length) noexcept nogil:
+    """Append the labels from token d up its ancestors (at most `length` of them) and emit f."""
+    cdef int a = d, j = 0
+    while a >= 0 and j < length:
+        f.push_back(lab[a])
+        a = h[a]
+        j += 1
+    emit(out, f)
+
+
 cdef inline uint64_t bucket(int64_t d) noexcept nogil:
     if d < 0:
         d = -d
@@ -305,22 +316,10 @@ cdef int one_tree(const uint64_t* w, const uint64_t* t, const int64_t* h, const 
             emit4(out, f, 53, t[g], t[d], bucket(d - g))
     if groups & G_PATHS:
         for d in range(n):
-            f.clear(); f.push_back(60); f.push_back(lab[d])
-            a = h[d]
-            j = 1
-            while a >= 0 and j < 3:
-                f.push_back(lab[a])
-                a = h[a]
-                j += 1
-            emit(out, f)
-            f.clear(); f.push_back(61); f.push_back(t[d]); f.push_back(lab[d])
-            a = h[d]
-            j = 1
-            while a >= 0 and j < 4:
-                f.push_back(lab[a])
-                a = h[a]
-                j += 1
-            emit(out, f)
+            f.clear(); f.push_back(60)
+            emit_path(out, f, h, lab, d, 3)
+            f.clear(); f.push_back(61); f.push_back(t[d])
+            emit_path(out, f, h, lab, d, 4)
         for d in range(n):
             if h[d] < 0:
                 emit4(out, f, 62, t[d], w[d], min(n_roots, 3))
