@@ -153,6 +153,16 @@ cdef inline void emit_path(vector[uint64_t]& out, vector[uint64_t]& f, const int
     emit(out, f)
 
 
+cdef object as_array(vector[uint64_t]& out):
+    """The keys of a vector as a uint64 numpy array."""
+    keys = numpy.empty((out.size(),), dtype=numpy.uint64)
+    cdef uint64_t[::1] K = keys
+    cdef size_t j
+    for j in range(out.size()):
+        K[j] = out[j]
+    return keys
+
+
 cdef inline uint64_t bucket(int64_t d) noexcept nogil:
     if d < 0:
         d = -d
@@ -365,12 +375,7 @@ def tree_features(words, tags, heads, labels, int groups, uint64_t conj=0, uint6
                 one_tree(&W[0], &T[0], &H[i, 0], &L[i, 0], n, groups, conj, cc, out, f, kid_ptr,
                          kids, size, lo, hi, order, depth)
                 P[i + 1] = out.size()
-    keys = numpy.empty((out.size(),), dtype=numpy.uint64)
-    cdef uint64_t[::1] K = keys
-    cdef size_t j
-    for j in range(out.size()):
-        K[j] = out[j]
-    return ptr, keys
+    return ptr, as_array(out)
 
 
 cdef inline uint64_t unit_of(const uint64_t* t, const int* ctype, const int* cstart, int u,
@@ -467,12 +472,7 @@ def chunk_features(words, tags, classes, int groups):
             for i in range(k):
                 one_chunking(&W[0], &T[0], &C[i, 0], n, groups, out, f, ctype, cstart, cend)
                 P[i + 1] = out.size()
-    keys = numpy.empty((out.size(),), dtype=numpy.uint64)
-    cdef uint64_t[::1] K = keys
-    cdef size_t j
-    for j in range(out.size()):
-        K[j] = out[j]
-    return ptr, keys
+    return ptr, as_array(out)
 
 
 def hash_pairs(a, b):
