@@ -26,18 +26,27 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as C  # noqa: E402
 from bench_parser import prepare_data  # noqa: E402  (the same EWT DocBins as the parser benchmark)
 
+# The feature groups of the runs: rerank_features.v1's eight, which did best on held-out
+# jackknifed lists (k = 8, perceptron: 1.37% fewer errors than the 1-best, against 1.15% with
+# edges, lexical and consensus added, 0.89% with edges and lexical); see --features.
+GROUP_NAMES = ("arcs", "grandparent", "siblings", "children", "coordination", "paths", "spans",
+               "valency")
+
 DATASET = "ud_en_ewt"
 OURS = "structperc_parser"
 BASE_CONFIG = "parser_beam.cfg"
 NOTES = [
     "UD English EWT r2.16 test, gold tokenization, one Doc per sentence, tags predicted by the "
     "pipeline's structperc_tagger; dep_uas / dep_las: spaCy's parser scorer (punctuation excluded).",
-    "Base pipelines: spacy train configs/parser_beam.cfg with max_epochs 4 and beam_width 8 (the "
+    "Base pipelines: spacy train configs/parser_beam.cfg with max_epochs 8 and beam_width 8 (the "
     "CPU budget; the config's own setting is 15 epochs at beam 16), model-last. Training "
     "candidates are jackknifed: each training sentence is tagged and parsed by a pipeline trained "
     "on the other folds (round robin over sentences).",
     "k-best lists: the k best distinct trees of a beam of width 16 (smaller k are prefixes); the "
     "oracle is the list's candidate with the fewest wrong heads + wrong labelled arcs.",
+    "Chunker rows (--only chunker): structperc_chunker beam 8, max-violation, edges, 12 epochs, "
+    "jackknifed in-process on 4 folds of CoNLL-2000 train without its last 1,000 sentences "
+    "(dev); k-best lists of a width-16 beam; loss = wrong + missed chunks.",
     "train_seconds: the learner alone on cached lists; rerank_seconds: scoring the cached test "
     "lists (features extracted beforehand); predict_seconds of the 1-best row: nlp.pipe of the "
     "tagger + parser on test. The machine was shared (load averages in details).",
@@ -90,62 +99,105 @@ def _model_dir(work: Path, name: str) -> Path:
     return work / "base" / name / "model" / "model-last"
 
 
-def _candidates_for(nlp, gold_docs, k: int, width: int, feats) -> Dict[str, Any]:
-    """Tag and k-best parse un-annotated copies of gold_docs; return the raw lists (for scoring
-    choices) and the CandidateLists (features, loss, trees)."""
+def _candidates_for(nlp, gold_docs, k: int, width: int) -> Dict[str, Any]:
+    """Tag and k-best parse un-annotated copies of gold_docs; the raw candidates as flat arrays
+    (features are extracted later, so feature sets can be compared on the same lists)."""
     import numpy
-    from spacy_structperc.reranking import CandidateLists
+
+    from spacy_structperc.pipeline.nonproj import undecorated
 
     parser = nlp.get_pipe("parser")
     docs = C.unannotated_copies(gold_docs, nlp.vocab)
     with nlp.select_pipes(enable=["tagger"]):
         docs = list(nlp.pipe(docs, batch_size=1000))
     values = parser._label_values
-    from spacy_structperc.pipeline.nonproj import undecorated
     plain = numpy.array([nlp.vocab.strings.add(undecorated(nlp.vocab.strings[int(v)])) for v in values],
                         dtype=numpy.uint64)
-    sentences, raw = [], []
     with C.Timer() as t:
         kb = [parser.kbest(doc, k, width) for doc in docs]
+    sizes, n_tok, scores, heads, classes, labels, words, tags, loss = [], [], [], [], [], [], [], [], []
     for doc, gold, spans in zip(docs, gold_docs, kb):
-        words = doc.to_array("LOWER").astype(numpy.uint64)
-        tags = doc.to_array("TAG").astype(numpy.uint64)
         gh = numpy.array([tok.head.i if tok.head.i != tok.i else -1 for tok in gold])
         gl = numpy.array([tok.dep for tok in gold], dtype=numpy.uint64)
         punct = numpy.array([tok.pos_ == "PUNCT" for tok in gold])
         (start, end, cands), = spans    # one span per Doc: the benchmark's Docs are sentences
-        out = []
-        for score, heads, classes in cands:
-            labels = values[classes]
-            wrong_head = (heads != gh) & ~punct
-            wrong_label = (wrong_head | (plain[classes] != gl)) & ~punct
-            nodes = feats_node(tags, labels)
-            out.append({"base": score, "loss": float(wrong_head.sum() + wrong_label.sum()),
-                        "keys": feats(words, tags, heads, labels), "heads": heads, "nodes": nodes})
-        sentences.append(out)
-        raw.append([(heads, classes) for _, heads, classes in cands])
-    return {"lists": CandidateLists.build(sentences), "raw": raw, "kbest_seconds": t.seconds,
-            "n_words": C.count_tokens(gold_docs)}
+        sizes.append(len(cands))
+        n_tok.append(len(doc))
+        words.append(doc.to_array("LOWER").astype(numpy.uint64))
+        tags.append(doc.to_array("TAG").astype(numpy.uint64))
+        for score, h, c in cands:
+            wrong_head = (h != gh) & ~punct
+            wrong_label = (wrong_head | (plain[c] != gl)) & ~punct
+            scores.append(score)
+            heads.append(h)
+            classes.append(c)
+            labels.append(values[c])
+            loss.append(float(wrong_head.sum() + wrong_label.sum()))
+    cat = numpy.concatenate
+    return {"raw": {"sizes": numpy.array(sizes), "n_tok": numpy.array(n_tok), "scores": numpy.array(scores),
+                    "heads": cat(heads), "classes": cat(classes), "labels": cat(labels),
+                    "words": cat(words), "tags": cat(tags), "loss": numpy.array(loss)},
+            "kbest_seconds": t.seconds, "n_words": C.count_tokens(gold_docs)}
 
 
-def feats_node(tags, labels):
-    """A tree-kernel node label: the tag and the arc label together."""
+def lists_from_raw(raw: Dict[str, Any], feats, trees: bool = False, k: int = 0):
+    """CandidateLists of cached raw candidates (the first k of each list; 0: all), features by
+    `feats` (a TreeFeatures or ChunkFeatures)."""
     import numpy
-    from spacy_structperc.rerank_features import hash_rows
-    return hash_rows(numpy.stack([tags, labels], axis=1))
+
+    from spacy_structperc.reranking import CandidateLists, TreeFeatures, node_labels
+
+    sizes, n_tok = raw["sizes"], raw["n_tok"]
+    tok_start = numpy.concatenate([[0], numpy.cumsum(n_tok)])
+    cand_len = numpy.repeat(n_tok, sizes)
+    cand_start = numpy.concatenate([[0], numpy.cumsum(cand_len)])
+    first = numpy.concatenate([[0], numpy.cumsum(sizes)])
+    is_tree = isinstance(feats, TreeFeatures)
+    offsets, key_ptr, keys, rows = [0], [numpy.zeros((1,), dtype=numpy.int64)], [], []
+    tree_ptr, heads, nodes = [0], [], []
+    n_keys = 0
+    for i in range(len(sizes)):
+        m = int(sizes[i]) if not k else min(k, int(sizes[i]))
+        n = int(n_tok[i])
+        w = raw["words"][tok_start[i]:tok_start[i + 1]]
+        t = raw["tags"][tok_start[i]:tok_start[i + 1]]
+        a, b = cand_start[first[i]], cand_start[first[i] + m]
+        if is_tree:
+            H = raw["heads"][a:b].reshape(m, n)
+            L = raw["labels"][a:b].reshape(m, n)
+            ptr, kk = feats.batch(w, t, H, L)
+            if trees:
+                for j in range(m):
+                    heads.append(H[j])
+                    nodes.append(node_labels(t, L[j]))
+                    tree_ptr.append(tree_ptr[-1] + n)
+        else:
+            ptr, kk = feats.batch(w, t, raw["classes"][a:b].reshape(m, n))
+        key_ptr.append(ptr[1:] + n_keys)
+        n_keys += len(kk)
+        keys.append(kk)
+        rows.append(numpy.arange(first[i], first[i] + m))
+        offsets.append(offsets[-1] + m)
+    rows = numpy.concatenate(rows)
+    lists = CandidateLists(offsets, raw["scores"][rows], raw["loss"][rows], numpy.concatenate(key_ptr),
+                           numpy.concatenate(keys) if keys else numpy.zeros((0,), dtype=numpy.uint64))
+    if trees:
+        lists.tree_ptr = numpy.asarray(tree_ptr, dtype=numpy.int64)
+        lists.heads = numpy.concatenate(heads).astype(numpy.int32)
+        lists.nodes = numpy.concatenate(nodes)
+    return lists
 
 
 def kbest_stage(paths: Dict[str, str], work: Path, n_folds: int, k: int, width: int,
                 splits: Sequence[str] = ("train", "dev", "test")) -> None:
-    """Cache the k-best lists: train sentences from the fold models, dev / test from the full one."""
+    """Cache the raw k-best lists: train sentences from the fold models, dev / test from the
+    full one."""
     import numpy
     import spacy
     import srsly
 
     import spacy_structperc  # noqa: F401
-    from spacy_structperc.rerank_features import TreeFeatures
 
-    feats = TreeFeatures()
     out_dir = work / "kbest"
     out_dir.mkdir(parents=True, exist_ok=True)
     jobs = [(f"train-fold{f}", f"fold{f}of{n_folds}", "train", f) for f in range(n_folds)]
@@ -153,29 +205,31 @@ def kbest_stage(paths: Dict[str, str], work: Path, n_folds: int, k: int, width: 
     for name, model, split, fold in jobs:
         if split not in splits:
             continue
-        target = out_dir / f"{name}-k{k}-w{width}.npz"
+        target = out_dir / f"{name}-k{k}-w{width}-raw.npz"
         if target.exists():
             print(f"  kbest {name}: cached", flush=True)
+            continue
+        if not (work / "base" / model / "run.json").exists():   # written when training ends
+            print(f"  kbest {name}: base model {model} not trained yet, skipped", flush=True)
             continue
         nlp = spacy.load(_model_dir(work, model))
         gold = C.load_docs(Path(paths[split]), nlp.vocab)
         if fold is not None:
             gold = [d for i, d in enumerate(gold) if fold_of(i, n_folds) == fold]
-        res = _candidates_for(nlp, gold, k, width, feats)
-        res["lists"].save(target)
-        raw = res["raw"]
-        sizes = numpy.array([len(r) for r in raw])
-        numpy.savez(out_dir / f"{name}-k{k}-w{width}-raw.npz", sizes=sizes,
-                    heads=numpy.concatenate([h for r in raw for h, _ in r]),
-                    classes=numpy.concatenate([c for r in raw for _, c in r]))
+        res = _candidates_for(nlp, gold, k, width)
+        numpy.savez(target, **res["raw"])
         srsly.write_json(out_dir / f"{name}-k{k}-w{width}.json",
                          {"kbest_seconds": res["kbest_seconds"], "n_words": res["n_words"],
-                          "model": model, "fold": fold})
+                          "model": model, "fold": fold, "load_avg": C.load_average()})
         print(f"  kbest {name}: {len(gold)} sentences, {res['kbest_seconds']:.0f}s", flush=True)
 
 
 LEARNER_SETTINGS = {
-    "perceptron": {"learner": "perceptron", "epochs": 5, "min_count": 2},
+    # The base score's weight is chosen on dev (the full model's lists): the fold models' lists
+    # the perceptron learns from come from weaker parsers than the test lists, so the weight it
+    # learns (None) trusts the base score too little there.
+    "perceptron": {"learner": "perceptron", "epochs": 8, "min_count": 2,
+                   "base_weights": [None, 32.0, 64.0, 128.0, 256.0, 512.0]},
     "boosting": {"learner": "boosting", "rounds": 1500, "min_count": 2, "eval_every": 50},
     "svm": {"learner": "svm", "C": 0.05, "min_count": 2},
     "dual poly": {"learner": "dual", "kernel": "poly", "degree": 2, "max_sentences": 2000},
@@ -184,24 +238,38 @@ LEARNER_SETTINGS = {
 }
 
 
-def _load_lists(work: Path, name: str, k: int, width: int):
+def _load_raw(path: Path) -> Dict[str, Any]:
     import numpy
-    from spacy_structperc.reranking import CandidateLists
 
-    d = work / "kbest"
-    lists = CandidateLists.load(d / f"{name}-k{k}-w{width}.npz")
-    with numpy.load(d / f"{name}-k{k}-w{width}-raw.npz") as f:
-        sizes, heads, classes = f["sizes"], f["heads"], f["classes"]
-    return lists, (sizes, heads, classes)
+    with numpy.load(path) as f:
+        return {k: f[k] for k in f.files}
+
+
+def _concat_raw(raws: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
+    import numpy
+
+    return {k: numpy.concatenate([r[k] for r in raws]) for k in raws[0]}
+
+
+def _raw(work: Path, name: str, k: int, width: int) -> Dict[str, Any]:
+    return _load_raw(work / "kbest" / f"{name}-k{k}-w{width}-raw.npz")
+
+
+def _global_rows(raw: Dict[str, Any], lists, chosen) -> Any:
+    """Rows of the raw candidates for rows chosen in lists built from raw (any prefix k)."""
+    import numpy
+
+    first = numpy.concatenate([[0], numpy.cumsum(raw["sizes"])])[:-1]
+    return first + (numpy.asarray(chosen) - lists.offsets[:-1])
 
 
 def _score_choice(nlp, gold_docs, raw, rows) -> Dict[str, float]:
-    """UAS / LAS of the candidates at `rows` (global candidate rows) set on the tagged docs."""
+    """UAS / LAS of the raw candidates at `rows` (one per sentence) set on the tagged docs."""
     import numpy
     from spacy.pipeline.dep_parser import parser_score
     from spacy.training import Example
 
-    sizes, heads, classes = raw
+    sizes, heads, classes = raw["sizes"], raw["heads"], raw["classes"]
     n_tok = numpy.array([len(d) for d in gold_docs])
     # Candidate j of sentence i starts at token offset sum over earlier candidates' lengths.
     cand_len = numpy.repeat(n_tok, sizes)
@@ -222,21 +290,49 @@ def _score_choice(nlp, gold_docs, raw, rows) -> Dict[str, float]:
     return {"dep_uas": sc["dep_uas"], "dep_las": sc["dep_las"]}
 
 
+def fit_learner(name: str, train, dev, quick: bool = False, **overrides):
+    from spacy_structperc.reranking import make_reranker
+
+    settings = {**LEARNER_SETTINGS[name], **overrides}
+    if quick:
+        settings = {**settings, **({"epochs": 2} if "epochs" in settings else {}),
+                    **({"rounds": 200} if "rounds" in settings else {})}
+    learner = settings.pop("learner")
+    with C.Timer() as t:
+        model = make_reranker(learner, **settings).fit(train, dev)
+    return model, t.seconds
+
+
+def _model_info(name: str, model, dev) -> Dict[str, Any]:
+    info: Dict[str, Any] = {"settings": LEARNER_SETTINGS[name],
+                            "dev_loss": float(dev.loss[model.choose(dev)].sum())}
+    for attr in ("curve", "dev_curve", "chosen_rounds", "chosen_epoch", "dev_losses", "w0", "scale"):
+        if hasattr(model, attr):
+            info[attr] = getattr(model, attr)
+    if hasattr(model, "loss_curve"):
+        info["exp_loss_every_100"] = model.loss_curve[::100]
+    return info
+
+
 def rerank_stage(paths: Dict[str, str], work: Path, n_folds: int, k_max: int, width: int,
-                 learners: List[str], ks: List[int], results: Path, quick: bool) -> None:
-    import numpy
+                 learners: List[str], ks: List[int], results: Path, quick: bool,
+                 groups: Sequence[str]) -> None:
     import spacy
 
     import spacy_structperc  # noqa: F401
-    from spacy_structperc.reranking import CandidateLists, make_reranker
+    from spacy_structperc.reranking import TreeFeatures
 
     nlp = spacy.load(_model_dir(work, "full"))
     gold = {s: C.load_docs(Path(paths[s]), nlp.vocab) for s in ("dev", "test")}
-    train_all = CandidateLists.concat([_load_lists(work, f"train-fold{f}", k_max, width)[0]
-                                       for f in range(n_folds)])
-    dev_all, dev_raw = _load_lists(work, "dev", k_max, width)
-    test_all, test_raw = _load_lists(work, "test", k_max, width)
-    rows, details = [], {"load_avg_before": C.load_average(), "width": width, "folds": n_folds}
+    feats = TreeFeatures(groups)
+    trees = any(name == "dual tree" for name in learners)
+    train_raw = _concat_raw([_raw(work, f"train-fold{f}", k_max, width) for f in range(n_folds)])
+    dev_raw, test_raw = _raw(work, "dev", k_max, width), _raw(work, "test", k_max, width)
+    with C.Timer() as t_feats:
+        test_all = lists_from_raw(test_raw, feats)
+    rows, details = [], {"load_avg_before": C.load_average(), "width": width, "folds": n_folds,
+                         "feature_groups": list(feats.groups),
+                         "feature_seconds_test": t_feats.seconds}
     setting_base = "1-best (pipeline, beam 8)"
 
     def add(setting, metrics):
@@ -244,14 +340,14 @@ def rerank_stage(paths: Dict[str, str], work: Path, n_folds: int, k_max: int, wi
             rows.append(C.make_row(OURS, setting, metric, float(value), dataset=DATASET, split="test"))
         print(f"  {setting}: " + ", ".join(f"{m}={v:.4f}" for m, v in metrics.items()), flush=True)
 
-    def save(curves=None):
+    def save():
         # After every system, so a long learner cannot cost the rows of the others.
         new_settings = {r["setting"] for r in rows}
         details["load_avg_now"] = C.load_average()
         key = "ud_en_ewt" if learners else "ud_en_ewt base and oracle rows"
         C.save_results(results, "reranking", list(rows), details={key: dict(details)},
-                       replace=lambda r: r["setting"] in new_settings, errors={},
-                       command=" ".join(["python"] + sys.argv), notes=NOTES)
+                       replace=lambda r: r["setting"] in new_settings and r["system"] == OURS,
+                       errors={}, command=" ".join(["python"] + sys.argv), notes=NOTES)
 
     # The pipeline's own 1-best (beam 8, as trained) and its prediction time.
     docs_factory = lambda: C.unannotated_copies(gold["test"], nlp.vocab)
@@ -261,56 +357,38 @@ def rerank_stage(paths: Dict[str, str], work: Path, n_folds: int, k_max: int, wi
     from spacy.pipeline.dep_parser import parser_score
     from spacy.training import Example
     sc = parser_score([Example(p, g) for p, g in zip(base_preds, gold["test"])])
-    base_seconds = t.seconds
-    add(setting_base, {"dep_uas": sc["dep_uas"], "dep_las": sc["dep_las"], "predict_seconds": base_seconds})
+    add(setting_base, {"dep_uas": sc["dep_uas"], "dep_las": sc["dep_las"], "predict_seconds": t.seconds})
     add(f"1-best of the width-{width} beam", _score_choice(nlp, gold["test"], test_raw, test_all.first()))
     for k in sorted(set([4, 8, 16, 32] + ks)):
         if k > k_max:
             continue
         lists = test_all.head(k)
-        # Rows of the head(k) lists map back to the full lists' rows by sentence and rank.
-        oracle_local = lists.oracle() - lists.offsets[:-1]
-        add(f"oracle k={k}", _score_choice(nlp, gold["test"], test_raw, test_all.offsets[:-1] + oracle_local))
-    wide = work / "kbest" / "test-k32-w32.npz"
-    if wide.exists():   # made by: --only kbest --k 32 --width 32 --kbest-splits test
-        lists32, raw32 = _load_lists(work, "test", 32, 32)
-        add("1-best of the width-32 beam", _score_choice(nlp, gold["test"], raw32, lists32.first()))
-        add("oracle k=32", _score_choice(nlp, gold["test"], raw32, lists32.oracle()))
+        add(f"oracle k={k}", _score_choice(nlp, gold["test"], test_raw,
+                                           _global_rows(test_raw, lists, lists.oracle())))
     save()
     curves = {}
     for k in ks:
-        train, dev, test = train_all.head(k), dev_all.head(k), test_all.head(k)
+        with C.Timer() as t_feats:
+            train = lists_from_raw(train_raw, feats, trees, k)
+            dev = lists_from_raw(dev_raw, feats, trees, k)
+            test = lists_from_raw(test_raw, feats, trees, k)
         details[f"k={k}"] = {"train_sentences": train.n_sentences, "train_candidates": len(train),
-                             "train_oracle_in_first": float((train.oracle() == train.first()).mean())}
+                             "train_oracle_in_first": float((train.oracle() == train.first()).mean()),
+                             "feature_seconds": t_feats.seconds}
         for name in learners:
-            settings = dict(LEARNER_SETTINGS[name])
-            if quick:
-                settings = {**settings, **({"epochs": 2} if "epochs" in settings else {}),
-                            **({"rounds": 200} if "rounds" in settings else {})}
-            model = make_reranker(settings.pop("learner"), **settings)
             try:
-                with C.Timer() as tt:
-                    model.fit(train, dev)
+                model, train_seconds = fit_learner(name, train, dev, quick)
             except ImportError as e:
                 print(f"  {name}: skipped ({e})", flush=True)
                 continue
             with C.Timer() as tp:
                 chosen = model.choose(test)
-            dev_loss = float(dev.loss[model.choose(dev)].sum())
-            local = chosen - test.offsets[:-1]
-            metrics = _score_choice(nlp, gold["test"], test_raw, test_all.offsets[:-1] + local)
-            dev_metrics = _score_choice(nlp, gold["dev"], dev_raw,
-                                        dev_all.offsets[:-1] + (model.choose(dev) - dev.offsets[:-1]))
-            metrics.update({"train_seconds": tt.seconds, "rerank_seconds": tp.seconds,
+            metrics = _score_choice(nlp, gold["test"], test_raw, _global_rows(test_raw, test, chosen))
+            dev_metrics = _score_choice(nlp, gold["dev"], dev_raw, _global_rows(dev_raw, dev, model.choose(dev)))
+            metrics.update({"train_seconds": train_seconds, "rerank_seconds": tp.seconds,
                             "dev_uas": dev_metrics["dep_uas"], "dev_las": dev_metrics["dep_las"]})
             add(f"rerank {name} k={k}", metrics)
-            info = {"settings": LEARNER_SETTINGS[name], "dev_loss": dev_loss}
-            for attr in ("curve", "dev_curve", "chosen_rounds"):
-                if hasattr(model, attr):
-                    info[attr] = getattr(model, attr)
-            if hasattr(model, "loss_curve"):
-                info["exp_loss_every_100"] = model.loss_curve[::100]
-            details[f"rerank {name} k={k}"] = info
+            details[f"rerank {name} k={k}"] = _model_info(name, model, dev)
             if name == "boosting":
                 curves[k] = model.dev_curve
                 _plot_boosting(curves, results.with_name("reranking_boosting.png"))
@@ -318,7 +396,7 @@ def rerank_stage(paths: Dict[str, str], work: Path, n_folds: int, k_max: int, wi
 
 
 def pipeline_stage(paths: Dict[str, str], work: Path, n_folds: int, k_max: int, width: int,
-                   learner: str, k: int, results: Path, overrides: Dict[str, Any]) -> None:
+                   learner: str, k: int, results: Path, groups: Sequence[str]) -> None:
     """The product path: the full pipeline's parser given a reranker block and the learner fitted
     on the cached jackknifed lists; nlp.pipe on test (tagger, k-best with the parser's own beam
     widened to k, features, scoring), timed against the same pipeline without the reranker."""
@@ -327,19 +405,17 @@ def pipeline_stage(paths: Dict[str, str], work: Path, n_folds: int, k_max: int, 
     from spacy.training import Example
 
     import spacy_structperc  # noqa: F401
-    from spacy_structperc.reranking import CandidateLists, make_reranker
+    from spacy_structperc.reranking import TreeFeatures
 
     nlp = spacy.load(_model_dir(work, "full"))
     parser = nlp.get_pipe("parser")
     gold = C.load_docs(Path(paths["test"]), nlp.vocab)
-    train = CandidateLists.concat([_load_lists(work, f"train-fold{f}", k_max, width)[0]
-                                   for f in range(n_folds)]).head(k)
-    dev = _load_lists(work, "dev", k_max, width)[0].head(k)
-    settings = dict(LEARNER_SETTINGS[learner])
-    settings.update(overrides)
-    name = settings.pop("learner")
-    with C.Timer() as tt:
-        model = make_reranker(name, **settings).fit(train, dev)
+    feats = TreeFeatures(groups)
+    trees = learner == "dual tree"
+    train_raw = _concat_raw([_raw(work, f"train-fold{f}", k_max, width) for f in range(n_folds)])
+    train = lists_from_raw(train_raw, feats, trees, k)
+    dev = lists_from_raw(_raw(work, "dev", k_max, width), feats, trees, k)
+    model, train_seconds = fit_learner(learner, train, dev)
     C.materialize_averages(nlp)
 
     def run():
@@ -350,27 +426,221 @@ def pipeline_stage(paths: Dict[str, str], work: Path, n_folds: int, k_max: int, 
         return sc, t.seconds
 
     load_before = C.load_average()
-    base_sc, base_s = min((run() for _ in range(2)), key=lambda x: x[1])
-    from spacy_structperc.rerank_features import GROUPS
-    parser.cfg["reranker"] = {"learner": name, "k": k, "folds": n_folds,
-                              "kernel": settings.get("kernel", "poly"), "features": list(GROUPS),
-                              "settings": {}}
-    parser._reset_reranker()
-    parser._reranker_model = model
-    rr_sc, rr_s = min((run() for _ in range(2)), key=lambda x: x[1])
+    settings = LEARNER_SETTINGS[learner]
+    block = {"learner": settings["learner"], "k": k, "folds": n_folds,
+             "kernel": settings.get("kernel", "poly"), "features": list(feats.groups), "settings": {}}
+    timings = []
+    for _ in range(3):   # alternate, so a change of load hits both sides alike
+        parser.cfg["reranker"] = None
+        parser._reset_reranker()
+        base_sc, base_s = run()
+        parser.cfg["reranker"] = block
+        parser._reset_reranker()
+        parser._reranking.model = model
+        rr_sc, rr_s = run()
+        timings.append((base_s, rr_s))
+    base_s = min(b for b, _ in timings)
+    rr_s = min(r for _, r in timings)
     setting = f"rerank {learner} k={k}, in the pipeline (beam {parser.cfg['beam_width']} widened to {max(k, parser.cfg['beam_width'])})"
     rows = [C.make_row(OURS, setting, m, float(v), dataset=DATASET, split="test") for m, v in
             (("dep_uas", rr_sc["dep_uas"]), ("dep_las", rr_sc["dep_las"]), ("predict_seconds", rr_s),
              ("base_predict_seconds", base_s), ("time_ratio", rr_s / base_s),
-             ("train_seconds", tt.seconds))]
+             ("base_dep_uas", base_sc["dep_uas"]), ("train_seconds", train_seconds))]
     print(f"  {setting}: UAS {rr_sc['dep_uas']:.4f} LAS {rr_sc['dep_las']:.4f} {rr_s:.1f}s vs base "
           f"{base_s:.1f}s (UAS {base_sc['dep_uas']:.4f}): x{rr_s / base_s:.2f}", flush=True)
     C.save_results(results, "reranking", rows,
                    details={f"ud_en_ewt pipeline {learner}": {
-                       "settings": settings, "load_avg_before": load_before,
-                       "load_avg_after": C.load_average(), "base_uas": base_sc["dep_uas"],
+                       "settings": settings, "feature_groups": list(feats.groups),
+                       "load_avg_before": load_before, "load_avg_after": C.load_average(),
+                       "timings_base_rerank": timings,
                        "chosen_rounds": getattr(model, "chosen_rounds", None)}},
                    replace=lambda r: r["setting"] == setting, errors={})
+
+
+# ---------------------------------------------------------------------------------------------
+# The chunker (CoNLL-2000): jackknifed k-best BIO sequences, chunk-level global features
+
+CHUNK_DATASET = "conll2000"
+CHUNK_OURS = "structperc_chunker"
+# The most accurate beam setting of bench_chunker.py (beam 8, max-violation, edges: 94.03 F1).
+CHUNK_BASE = {"decoder": "beam", "beam_width": 8, "update": "max-violation",
+              "model": {"@architectures": "spacy-structperc.AveragedPerceptron.v1", "n_buckets": 1048576,
+                        "features": {"@misc": "spacy-structperc.chunker_features.v1", "clusters": True,
+                                     "edges": True}}}
+CHUNK_LEARNERS = {
+    "perceptron": {"learner": "perceptron", "epochs": 10, "min_count": 2,
+                   "base_weights": [None, 1.0, 2.0, 4.0, 8.0]},
+    "boosting": {"learner": "boosting", "rounds": 1500, "min_count": 2, "eval_every": 50},
+}
+
+
+def _train_chunker(train_gold, epochs: int, seed: int = 0):
+    import random
+
+    import spacy
+    from spacy.training import Example
+
+    from spacy_structperc.readers import predicted_copy
+
+    nlp = spacy.blank("en")
+    chunker = nlp.add_pipe(CHUNK_OURS, config=CHUNK_BASE)
+    examples = [Example(predicted_copy(nlp.vocab, g), g) for g in train_gold]
+    nlp.initialize(lambda: examples)
+    rng = random.Random(seed)
+    for _ in range(epochs):
+        order = list(examples)
+        rng.shuffle(order)
+        for batch in C.batches_by_words(order):
+            nlp.update(batch)
+    C.materialize_averages(nlp)
+    return nlp, chunker
+
+
+def _chunk_candidates(nlp, chunker, gold_docs, k: int, width: int) -> Dict[str, Any]:
+    """The raw k-best chunkings of gold_docs (words and given POS tags), with their losses
+    (wrong chunks + missed chunks against gold)."""
+    import numpy
+
+    from spacy_structperc.pipeline.bio import classes_to_chunks
+    from spacy_structperc.readers import predicted_copy
+
+    hashes = chunker._label_hashes
+    sizes, n_tok, scores, classes, words, tags, loss = [], [], [], [], [], [], []
+    with C.Timer() as t:
+        for gold in gold_docs:
+            doc = predicted_copy(nlp.vocab, gold)
+            cands = chunker.kbest(doc, k, width)
+            want = {(sp.start, sp.end, sp.label) for sp in gold.spans["chunks"]}
+            sizes.append(len(cands))
+            n_tok.append(len(doc))
+            words.append(doc.to_array("LOWER").astype(numpy.uint64))
+            tags.append(doc.to_array("TAG").astype(numpy.uint64))
+            for score, path in cands:
+                got = {(a, b, hashes[c]) for a, b, c in classes_to_chunks(path)}
+                scores.append(score)
+                classes.append(numpy.asarray(path, dtype=numpy.int64))
+                loss.append(float(len(got - want) + len(want - got)))
+    cat = numpy.concatenate
+    return {"sizes": numpy.array(sizes), "n_tok": numpy.array(n_tok), "scores": numpy.array(scores),
+            "classes": cat(classes) if classes else numpy.zeros((0,), dtype=numpy.int64),
+            "words": cat(words), "tags": cat(tags), "loss": numpy.array(loss)}
+
+
+def _chunk_f1(nlp, chunker, gold_docs, raw, rows) -> Dict[str, float]:
+    import numpy
+    from spacy.training import Example
+
+    from spacy_structperc.readers import predicted_copy
+    from spacy_structperc.scorers import score_chunks
+
+    cand_len = numpy.repeat(raw["n_tok"], raw["sizes"])
+    start = numpy.concatenate([[0], numpy.cumsum(cand_len)])
+    docs = [predicted_copy(nlp.vocab, g) for g in gold_docs]
+    chunker.set_annotations(docs, [raw["classes"][start[j]:start[j + 1]] for j in rows])
+    sc = score_chunks([Example(p, g) for p, g in zip(docs, gold_docs)])
+    return {"spans_chunks_f": sc["spans_chunks_f"], "spans_chunks_p": sc["spans_chunks_p"],
+            "spans_chunks_r": sc["spans_chunks_r"]}
+
+
+def chunker_stage(data_dir: Path, work: Path, n_folds: int, k_max: int, width: int, epochs: int,
+                  learners: List[str], ks: List[int], results: Path, quick: bool) -> None:
+    """Jackknifed chunkers on the training part of CoNLL-2000 train (all but the last 1,000
+    sentences, which are dev), k-best lists, chunk features, learners; F1 on test."""
+    import numpy
+
+    import spacy_structperc  # noqa: F401
+    from spacy.vocab import Vocab
+
+    from spacy_structperc.readers import conll2000_docs
+    from spacy_structperc.reranking import ChunkFeatures, make_reranker
+
+    out = work / "chunker"
+    out.mkdir(parents=True, exist_ok=True)
+    limit = 1200 if quick else 0
+    vocab = Vocab()
+    train_gold = conll2000_docs(vocab, data_dir / "train.txt", part="train", limit=limit)
+    gold = {"dev": conll2000_docs(vocab, data_dir / "train.txt", part="heldout", limit=limit // 4),
+            "test": conll2000_docs(vocab, data_dir / "test.txt", part="all", limit=limit // 2)}
+    epochs = 2 if quick else epochs
+    raw: Dict[str, Dict[str, Any]] = {}
+    info: Dict[str, Any] = {"load_avg_before": C.load_average(), "folds": n_folds, "width": width,
+                            "base": CHUNK_BASE, "base_epochs": epochs}
+    jobs = [(f"train-fold{f}", [d for i, d in enumerate(train_gold) if i % n_folds != f],
+             [d for i, d in enumerate(train_gold) if i % n_folds == f]) for f in range(n_folds)]
+    full_nlp = None
+    for name, fit_on, parse in jobs + [("full", train_gold, None)]:
+        targets = [name] if parse is not None else ["dev", "test"]
+        paths = {t: out / f"{t}-k{k_max}-w{width}{'-quick' if quick else ''}.npz" for t in targets}
+        if parse is not None and paths[name].exists():
+            raw[name] = _load_raw(paths[name])
+            continue
+        with C.Timer() as t:
+            nlp, chunker = _train_chunker(fit_on, epochs)
+        info[f"train_seconds {name}"] = t.seconds
+        print(f"  chunker {name}: trained in {t.seconds:.0f}s", flush=True)
+        if parse is None:
+            full_nlp = (nlp, chunker)
+            for split in targets:
+                raw[split] = _chunk_candidates(nlp, chunker, gold[split], k_max, width)
+                numpy.savez(paths[split], **raw[split])
+        else:
+            raw[name] = _chunk_candidates(nlp, chunker, parse, k_max, width)
+            numpy.savez(paths[name], **raw[name])
+    nlp, chunker = full_nlp
+    rows: List[Dict[str, Any]] = []
+
+    def add(setting, metrics):
+        for metric, value in metrics.items():
+            rows.append(C.make_row(CHUNK_OURS, setting, metric, float(value), dataset=CHUNK_DATASET,
+                                   split="test"))
+        print(f"  chunker {setting}: " + ", ".join(f"{m}={v:.4f}" for m, v in metrics.items()), flush=True)
+
+    def save():
+        info["load_avg_now"] = C.load_average()
+        C.save_results(results, "reranking", list(rows), details={"conll2000": dict(info)},
+                       replace=lambda r: r["system"] == CHUNK_OURS, errors={})
+
+    from spacy_structperc.readers import predicted_copy
+    from spacy_structperc.scorers import score_chunks
+    from spacy.training import Example
+    with C.Timer() as t:
+        preds = list(nlp.pipe([predicted_copy(nlp.vocab, g) for g in gold["test"]], batch_size=1000))
+    sc = score_chunks([Example(p, g) for p, g in zip(preds, gold["test"])])
+    add("1-best (beam 8)", {"spans_chunks_f": sc["spans_chunks_f"], "predict_seconds": t.seconds})
+    feats = ChunkFeatures()
+    info["feature_groups"] = list(feats.groups)
+    train_raw = _concat_raw([raw[f"train-fold{f}"] for f in range(n_folds)])
+    test_all = lists_from_raw(raw["test"], feats)
+    add(f"1-best of the width-{width} beam", _chunk_f1(nlp, chunker, gold["test"], raw["test"],
+                                                       _global_rows(raw["test"], test_all, test_all.first())))
+    for k in sorted(set([4, 8, 16] + ks)):
+        if k <= k_max:
+            lists = test_all.head(k)
+            add(f"oracle k={k}", _chunk_f1(nlp, chunker, gold["test"], raw["test"],
+                                           _global_rows(raw["test"], lists, lists.oracle())))
+    save()
+    for k in ks:
+        train = lists_from_raw(train_raw, feats, k=k)
+        dev = lists_from_raw(raw["dev"], feats, k=k)
+        test = lists_from_raw(raw["test"], feats, k=k)
+        info[f"k={k}"] = {"train_sentences": train.n_sentences, "train_candidates": len(train),
+                          "train_oracle_in_first": float((train.oracle() == train.first()).mean())}
+        for name in learners:
+            settings = dict(CHUNK_LEARNERS[name])
+            if quick:
+                settings.update({"epochs": 2} if "epochs" in settings else {"rounds": 200})
+            learner = settings.pop("learner")
+            with C.Timer() as tt:
+                model = make_reranker(learner, **settings).fit(train, dev)
+            chosen = model.choose(test)
+            metrics = _chunk_f1(nlp, chunker, gold["test"], raw["test"], _global_rows(raw["test"], test, chosen))
+            dev_m = _chunk_f1(nlp, chunker, gold["dev"], raw["dev"], _global_rows(raw["dev"], dev, model.choose(dev)))
+            metrics.update({"train_seconds": tt.seconds, "dev_f": dev_m["spans_chunks_f"]})
+            add(f"rerank {name} k={k}", metrics)
+            info[f"rerank {name} k={k}"] = {"settings": CHUNK_LEARNERS[name], **{
+                a: getattr(model, a) for a in ("curve", "dev_curve", "chosen_rounds", "chosen_epoch",
+                                               "dev_losses") if hasattr(model, a)}}
+            save()
 
 
 def _plot_boosting(curves, path: Path) -> None:
@@ -398,7 +668,7 @@ def main(argv=None) -> int:
     p.add_argument("--work-dir", type=Path, default=C.DEFAULT_WORK_DIR)
     p.add_argument("--quick", action="store_true")
     p.add_argument("--folds", type=int, default=4)
-    p.add_argument("--epochs", type=int, default=4, help="max_epochs of every base pipeline")
+    p.add_argument("--epochs", type=int, default=8, help="max_epochs of every base pipeline")
     p.add_argument("--train-beam", type=int, default=8, help="beam width the base parsers train with")
     p.add_argument("--only", default="base,kbest,rerank")
     p.add_argument("--k", type=int, default=16, help="k-best lists cached (k <= this are prefixes)")
@@ -406,15 +676,20 @@ def main(argv=None) -> int:
     p.add_argument("--learners", default="perceptron,boosting,dual tree,dual poly,svm")
     p.add_argument("--rerank-k", default="8", help="list sizes the learners are trained on")
     p.add_argument("--results", type=Path, default=C.RESULTS_DIR / "reranking.json")
-    p.add_argument("--pipeline-learner", default="boosting")
+    p.add_argument("--pipeline-learner", default="perceptron")
     p.add_argument("--kbest-splits", default="train,dev,test")
-    p.add_argument("--pipeline-rounds", type=int, default=1000)
+    p.add_argument("--features", default=",".join(GROUP_NAMES), help="tree feature groups")
+    p.add_argument("--chunker-learners", default="perceptron,boosting")
+    p.add_argument("--chunker-epochs", type=int, default=12)
     args = p.parse_args(argv)
     data_dir = args.data or C.default_data_dir(DATASET)
     paths = prepare_data(data_dir, args.work_dir, args.quick)
     work = args.work_dir / "rerank" / ("quick" if args.quick else "full")
-    # The CPU budget: (folds + 1) pipelines; 4 epochs at beam 8 instead of parser_beam.cfg's 15 at
-    # beam 16, and one evaluation at the end only (model-last is the base model).
+    results = args.results if not args.quick else args.results.with_name("reranking.quick.json")
+    groups = [g for g in args.features.split(",") if g]
+    # The CPU budget: (folds + 1) pipelines at --epochs and --train-beam instead of
+    # parser_beam.cfg's 15 epochs at beam 16, and one evaluation at the end only (model-last is
+    # the base model).
     overrides = ["--training.max_epochs", str(2 if args.quick else args.epochs),
                  "--components.parser.beam_width", str(args.train_beam),
                  "--training.eval_frequency", "100000",
@@ -424,15 +699,16 @@ def main(argv=None) -> int:
         train_base(paths, work, args.folds, overrides)
     if "kbest" in only:
         kbest_stage(paths, work, args.folds, args.k, args.width, args.kbest_splits.split(","))
-    if "pipeline" in only:
-        pipeline_stage(paths, work, args.folds, args.k, args.width, args.pipeline_learner, 8,
-                       args.results if not args.quick else args.results.with_name("reranking.quick.json"),
-                       {"rounds": args.pipeline_rounds} if args.pipeline_learner == "boosting" else {})
     if "rerank" in only:
         rerank_stage(paths, work, args.folds, args.k, args.width, [x for x in args.learners.split(",") if x],
-                     [int(x) for x in args.rerank_k.split(",")],
-                     args.results if not args.quick else args.results.with_name("reranking.quick.json"),
-                     args.quick)
+                     [int(x) for x in args.rerank_k.split(",")], results, args.quick, groups)
+    if "pipeline" in only:
+        pipeline_stage(paths, work, args.folds, args.k, args.width, args.pipeline_learner, 8, results, groups)
+    if "chunker" in only:
+        chunker_stage(C.default_data_dir(CHUNK_DATASET) if args.data is None else args.data.parent / CHUNK_DATASET,
+                      work, args.folds, args.k, args.width, args.chunker_epochs,
+                      [x for x in args.chunker_learners.split(",") if x],
+                      [int(x) for x in args.rerank_k.split(",")], results, args.quick)
     return 0
 
 

@@ -132,9 +132,61 @@ def build_pivot_table(data: Dict[str, Any], split: str = "test") -> Optional[str
     return "\n".join(lines)
 
 
+# Reranking (bench_reranking.py): one compact table over the parser (UD EWT) and the chunker
+# (CoNLL-2000) rows: the main score, LAS, the score on dev, the learner's training time and the
+# reranked pipeline's prediction time as a multiple of the base pipeline's.
+RERANKING_COLUMNS = (("UAS / F1", ("dep_uas", "spans_chunks_f")), ("LAS", ("dep_las",)),
+                     ("dev UAS / F1", ("dev_uas", "dev_f")), ("train (s)", ("train_seconds",)),
+                     ("x base time", ("time_ratio",)))
+
+
+def build_reranking_table(data: Dict[str, Any], split: str = "test") -> Optional[str]:
+    rows = [r for r in data.get("rows", []) if r.get("split") == split]
+    if not rows:
+        return None
+    cells: Dict[Tuple[str, str, str], Dict[str, Any]] = {}
+    for r in rows:
+        cells.setdefault((r["dataset"], r["system"], r["setting"]), {})[r["metric"]] = r["value"]
+
+    def cell(values: Dict[str, Any], metrics) -> str:
+        for m in metrics:
+            if m in values:
+                v = values[m]
+                if m == "time_ratio":
+                    return f"{v:.2f}x"
+                if m == "train_seconds":
+                    return f"{v:,.0f}"
+                return f"{100 * v:.2f}"
+        return "–"
+
+    def rank(key: Tuple[str, str, str]) -> Tuple[int, int]:
+        dataset, _, setting = key
+        kind = 0 if setting.startswith("1-best") else 1 if setting.startswith("oracle") else \
+            3 if "in the pipeline" in setting else 2
+        return (0 if dataset == "ud_en_ewt" else 1, kind)
+
+    lines = ["| dataset | system | setting | " + " | ".join(h for h, _ in RERANKING_COLUMNS) + " |",
+             "|---|---|---|" + "---:|" * len(RERANKING_COLUMNS)]
+    for (dataset, system, setting), values in sorted(cells.items(), key=lambda kv: rank(kv[0])):
+        lines.append(f"| {dataset} | {system} | {setting} | " +
+                     " | ".join(cell(values, ms) for _, ms in RERANKING_COLUMNS) + " |")
+    machine = data.get("machine") or {}
+    foot = [f"{split} splits", ", ".join(b for b in (machine.get("cpu"), f"{machine.get('cpu_count')} cores",
+                                                      f"Python {machine.get('python')}") if b)]
+    if data.get("date"):
+        foot.append(str(data["date"])[:10])
+    lines.append("")
+    lines.append(f"<sub>{'; '.join(foot)}. Accuracies in %; generated from "
+                 f"`benchmarks/results/reranking.json` by `benchmarks/make_readme_tables.py`; "
+                 f"rerun with `python benchmarks/bench_reranking.py`.</sub>")
+    return "\n".join(lines)
+
+
 def build_table(data: Dict[str, Any], split: str = "test") -> Optional[str]:
     """The Markdown table of one results file, or None if it has no rows for ``split``; then the
     table of its pivoted rows (PIVOT_PREFIXES), if any."""
+    if data.get("component") == "reranking":
+        return build_reranking_table(data, split)
     pivot = build_pivot_table(data, split)
     main = _build_main_table(data, split)
     if main is None or pivot is None:

@@ -132,6 +132,10 @@ class Errors(metaclass=ErrorsWithCodes):
             "{requirement}; got {value!r}.")
     S245 = ("Component '{name}' has a reranker block, which reranks the beam's k-best list: set "
             "decoder = \"beam\" (it is '{decoder}').")
+    S246 = ("Component '{name}': the saved reranker was trained on global features of version "
+            "{found}, and this spacy-structperc extracts version {expected}, whose keys mean other "
+            "features. Retrain the reranker (spacy train with the reranker block), or load the "
+            "pipeline with exclude=[\"{name}\"] and add a parser without one.")
 
     # S280-S299: the dual-form kernel perceptron (_core/kernel).
     S280 = ("Could not load the kernel perceptron: {reason}. The bytes are damaged or were not "

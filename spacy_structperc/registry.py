@@ -131,10 +131,26 @@ def build_parser_perceptron(features: List[dict], n_buckets: int = 1 << 21, prec
 def rerank_features(arcs: bool = True, grandparent: bool = True, siblings: bool = True,
                     children: bool = True, coordination: bool = True, paths: bool = True,
                     spans: bool = True, valency: bool = True) -> List[str]:
-    """The global tree-feature groups of a parser's reranker (see rerank_features.py): for the
-    `features` setting of the parser's `reranker` block."""
+    """The global tree-feature groups of a parser's reranker, as first defined (without edges
+    and lexical): for the `features` setting of the parser's `reranker` block. The groups are
+    documented in spacy_structperc/_core/rerank_features.pyx."""
     on = dict(arcs=arcs, grandparent=grandparent, siblings=siblings, children=children,
               coordination=coordination, paths=paths, spans=spans, valency=valency)
+    return [g for g, v in on.items() if v]
+
+
+@registry.misc("spacy-structperc.rerank_features.v2")
+def rerank_features_v2(arcs: bool = True, grandparent: bool = True, siblings: bool = True,
+                       children: bool = True, coordination: bool = True, paths: bool = True,
+                       spans: bool = True, valency: bool = True, edges: bool = True,
+                       lexical: bool = True, consensus: bool = True) -> List[str]:
+    """The global tree-feature groups of a parser's reranker (spacy_structperc/_core/
+    rerank_features.pyx documents them): v1's, the subtrees' edges and neighbours (edges),
+    bilexical grandparent and sibling features (lexical), and each arc's agreement with the
+    rest of the k-best list (consensus, spacy_structperc/reranking/features.py)."""
+    on = dict(arcs=arcs, grandparent=grandparent, siblings=siblings, children=children,
+              coordination=coordination, paths=paths, spans=spans, valency=valency, edges=edges,
+              lexical=lexical, consensus=consensus)
     return [g for g, v in on.items() if v]
 
 

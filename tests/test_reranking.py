@@ -1,4 +1,4 @@
-"""Rerankers over candidate lists (spacy_structperc/reranking.py): collins2001 §5's guarantees."""
+"""Rerankers over candidate lists (spacy_structperc/reranking/learners.py): collins2001 §5's guarantees."""
 import numpy
 import pytest
 import srsly
@@ -113,3 +113,20 @@ def test_head_subset_and_concat_keep_candidates_whole():
     both = CandidateLists.concat([lists.subset(range(10)), lists.subset(range(10, lists.n_sentences))])
     for name in ("offsets", "base", "loss", "key_ptr", "keys"):
         assert numpy.array_equal(getattr(both, name), getattr(lists, name))
+
+
+@pytest.mark.parametrize("distinct", [False, True])
+def test_key_table_scores_equal_the_column_sums(distinct):
+    """The hash-table scoring of prediction (KeyWeights) gives the sums of the feature-column
+    matrices the learners train on: repeats counted (perceptron) or each key once (indicators)."""
+    from spacy_structperc.reranking.learners import (_column_matrix, _indicators,
+                                                     _linear_scores)
+    train, test = synthetic_lists(8, noise=0.5), synthetic_lists(9, noise=0.5, k=8)
+    model = PerceptronReranker(epochs=2, min_count=2).fit(train)
+    model.w = numpy.random.default_rng(0).normal(size=len(model.index))
+    if distinct:
+        ptr, cols, _ = _indicators(model.index, test)
+    else:
+        ptr, cols = _column_matrix(model.index, test)
+    expected = _linear_scores(model.w, ptr, cols)
+    assert numpy.allclose(model._key_scores(test, distinct), expected)

@@ -23,7 +23,6 @@ reference's tags, so a parser trained alone on a corpus with gold tags works; pu
 it (and in `[training] annotating_components`) to train on predicted tags, as configs/parser.cfg
 does.
 """
-import zlib
 from collections import Counter
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, cast
 
@@ -37,11 +36,11 @@ from thinc.types import Ints2d
 
 from .._core import batch, beam, lookahead
 from .._core.arcstandard import ArcStandardSystem
-from .._core.weights import AveragedWeights
 from ..errors import Errors
 from ..features import AtomBatch
-from ..rerank_features import GROUPS, TreeFeatures
-from ..reranking import KERNELS, LEARNERS, CandidateLists, make_reranker, reranker_from_dict
+from ..reranking.features import GROUPS, GROUPS_V1
+from ..reranking.learners import KERNELS, LEARNERS
+from ..reranking.pipes import ParserReranker
 from ..parser_model import ParserModel
 from .base import PerceptronPipe
 from .nonproj import deprojectivize, is_decorated, projective_gold, undecorated
@@ -50,8 +49,10 @@ from .sequence import _choice
 DECODERS = ("greedy", "beam")
 PARSE_WINDOW = 1000   # tokens bound at once in a Doc without sentence boundaries
 BACKOFF_LABEL = "dep"
+# features: the eight groups of rerank_features.v1 did best on held-out jackknifed EWT lists
+# (benchmarks/bench_reranking.py); edges, lexical and consensus are there to be chosen.
 RERANKER_DEFAULTS = {"learner": "perceptron", "k": 8, "kernel": "poly", "folds": 4,
-                     "features": list(GROUPS), "settings": {}}
+                     "features": list(GROUPS_V1), "settings": {}}
 
 
 def _reranker_block(name: str, decoder: str, block: Optional[dict]) -> Optional[dict]:
@@ -378,133 +379,29 @@ class StructuredParser(PerceptronPipe):
         return cands
 
     # Reranking ---------------------------------------------------------------------------------
-    # With a `reranker` block, training also keeps `folds` fold models: fold f's weights are
-    # updated on every example outside fold f (an example's fold is a checksum of its text), and
-    # the candidates of an example come from its own fold's model, which never saw it
-    # (jackknifing, Collins 2000). The latest lists of every training example are kept; the
-    # reranker is (re)trained on them whenever they changed and the parser is asked to predict or
-    # save, so `spacy train`'s evaluations and saved pipelines use an up-to-date reranker.
+    # With a `reranker` block the parser holds a ParserReranker (spacy_structperc/reranking/pipes.py):
+    # the jackknifed fold models, the training lists, the fitted learner and the reranked choice.
 
     @property
     def reranker(self) -> Optional[dict]:
         return self.cfg.get("reranker")
 
     def _reset_reranker(self) -> None:
-        self._reranker_model = None
-        self._fold_weights: List[AveragedWeights] = []
-        self._fold_systems: List[ArcStandardSystem] = []
-        self._fold_seen: List[set] = []
-        self._rerank_store: Dict[int, list] = {}
-        self._store_version = 0
-        self._fit_version = 0
-        self._tree_features = TreeFeatures(self.reranker["features"]) if self.reranker else None
-
-    def fold_of(self, doc: Doc) -> int:
-        """The jackknife fold of a training doc: a checksum of its text, modulo `folds`."""
-        return zlib.crc32(doc.text.encode("utf8")) % self.reranker["folds"]
-
-    def _fold_system(self, f: int) -> ArcStandardSystem:
-        weights = self.model.weights
-        if len(self._fold_weights) != self.reranker["folds"] or \
-                self._fold_weights[0].n_classes != weights.n_classes:
-            self._fold_weights = [AveragedWeights(weights.n_classes, 1 << 16)
-                                  for _ in range(self.reranker["folds"])]
-            self._fold_systems = []
-            self._fold_seen = [set() for _ in range(self.reranker["folds"])]
-        if not self._fold_systems:
-            for w in self._fold_weights:
-                system = ArcStandardSystem(self.model.templates, w, len(self.cfg["labels"]),
-                                           self.cfg["label_candidates"])
-                system.set_allowed_keys(self.model.allowed_keys)
-                self._fold_systems.append(system)
-        return self._fold_systems[f]
-
-    def _candidate_dicts(self, doc: Doc, start: int, end: int, cands, gold_heads=None, gold_labels=None):
-        words = doc.to_array("LOWER")[start:end].astype(numpy.uint64)
-        tags = doc.to_array("TAG")[start:end].astype(numpy.uint64)
-        out = []
-        for score, h, c in cands:
-            labels = self._label_values[c]
-            d = {"base": score, "keys": self._tree_features(words, tags, h, labels), "heads": h,
-                 "nodes": _node_labels(tags, labels)}
-            if gold_heads is not None:
-                known = gold_heads > -2
-                gh = numpy.where(gold_heads == -1, -1, gold_heads)
-                wrong_head = (h != gh) & known
-                wrong_label = wrong_head | ((c != gold_labels) & (gold_labels >= 0) & (h >= 0))
-                d["loss"] = float(wrong_head.sum() + (wrong_label & known).sum())
-            out.append(d)
-        return out
+        self._reranking = ParserReranker(self, self.reranker) if self.reranker else None
 
     def _collect_candidates(self, eg: Example, doc_for_features: Doc, atoms, spans, allow_break,
                             heads, deps) -> None:
-        """Jackknifed training lists of one example; updates the fold models outside its fold."""
-        f = self.fold_of(eg.predicted)
-        key = zlib.crc32(eg.predicted.text.encode("utf8")) * 1000003 + len(eg.predicted)
-        width = max(self.reranker["k"], self.cfg["beam_width"])
-        lists = []
-        for start, end in spans:
-            gold_heads, gold_labels = self._gold(eg, start, end, heads, deps)
-            if not (gold_heads > -2).any():
-                continue
-            for g in range(self.reranker["folds"]):
-                system = self._fold_system(g)
-                if g == f:
-                    continue
-                system.set_sentence(atoms[start:end], gold_heads, gold_labels, allow_break)
-                if system.oracle_path() is not None:
-                    beam.train(system, self.cfg["beam_width"], self.cfg["update"])
-                self._fold_seen[g].add(key)
-            own = self._fold_system(f)
-            own.weights.set_use_averages(False)
-            cands = self._span_kbest(own, atoms[start:end], allow_break, self.reranker["k"], width)
-            lists.append(self._candidate_dicts(doc_for_features, start, end, cands, gold_heads, gold_labels))
-        for w in self._fold_weights:
-            w.next_example()
-        if lists:
-            for i, cands in enumerate(lists):
-                self._rerank_store[key * 131 + i] = cands
-            self._store_version += 1
-
-    def _fit_reranker_if_stale(self) -> None:
-        if self.reranker is None or self._fit_version == self._store_version or not self._rerank_store:
-            return
-        block = self.reranker
-        settings = dict(block["settings"])
-        if block["learner"] == "dual":
-            settings.setdefault("kernel", block["kernel"])
-        lists = CandidateLists.build(self._rerank_store[k] for k in sorted(self._rerank_store))
-        self._reranker_model = make_reranker(block["learner"], **settings).fit(lists)
-        self._fit_version = self._store_version
+        self._reranking.collect(eg, doc_for_features, atoms, spans, allow_break, heads, deps)
 
     def _rerank_doc(self, doc: Doc, atoms, spans, allow_break):
-        """Per span, the (heads, classes) of the reranker's choice among the k-best (the beam's
-        1-best while no reranker is trained)."""
-        self._fit_reranker_if_stale()
-        system = self.system
-        k = self.reranker["k"]
-        width = max(k, self.cfg["beam_width"])
-        all_cands = [self._span_kbest(system, atoms[a:b], allow_break, k, width) for a, b in spans]
-        if self._reranker_model is None:
-            return [(c[0][1], c[0][2]) for c in all_cands]
-        lists = CandidateLists.build(self._candidate_dicts(doc, a, b, c)
-                                     for (a, b), c in zip(spans, all_cands))
-        rows = self._reranker_model.choose(lists)
-        out = []
-        for i, c in enumerate(all_cands):
-            _, h, cl = c[int(rows[i] - lists.offsets[i])]
-            out.append((h, cl))
-        return out
+        return self._reranking.rerank(doc, atoms, spans, allow_break)
 
     def _reranker_bytes(self) -> bytes:
-        self._fit_reranker_if_stale()
-        if self._reranker_model is None:
-            return b""
-        return srsly.msgpack_dumps(self._reranker_model.to_dict())
+        return self._reranking.to_bytes() if self._reranking is not None else b""
 
     def _load_reranker_bytes(self, data: bytes) -> None:
-        self._reranker_model = reranker_from_dict(srsly.msgpack_loads(data)) if data else None
-        self._fit_version = self._store_version
+        if self._reranking is not None:
+            self._reranking.from_bytes(data)
 
     def to_bytes(self, *, exclude=tuple()) -> bytes:
         data = srsly.msgpack_loads(super().to_bytes(exclude=exclude))
@@ -678,12 +575,6 @@ class StructuredParser(PerceptronPipe):
             if self.cfg["update"] in ("standard", "hybrid"):
                 losses[f"{self.name}_invalid_updates"] = losses.get(f"{self.name}_invalid_updates", 0.0) + n_invalid
         return losses
-
-
-def _node_labels(tags: numpy.ndarray, labels: numpy.ndarray) -> numpy.ndarray:
-    """Tree-kernel node labels: the tag and the arc label of each node, hashed together."""
-    from ..rerank_features import hash_rows
-    return hash_rows(numpy.stack([tags.astype(numpy.uint64), labels.astype(numpy.uint64)], axis=1))
 
 
 def _unpickle_parser(fn, args, reranker_bytes):

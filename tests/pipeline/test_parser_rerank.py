@@ -33,11 +33,11 @@ def trained(block=BLOCK, epochs=6):
 def test_jackknifing_never_shows_a_fold_model_its_own_fold():
     nlp, parser, egs = trained(epochs=2)
     folds = parser.reranker["folds"]
-    keys = {zlib.crc32(eg.predicted.text.encode("utf8")) * 1000003 + len(eg.predicted): parser.fold_of(eg.predicted)
+    keys = {zlib.crc32(eg.predicted.text.encode("utf8")) * 1000003 + len(eg.predicted): parser._reranking.fold_of(eg.predicted)
             for eg in egs}
     assert len(set(keys.values())) == folds, "the test data should fill every fold"
     for f in range(folds):
-        seen = parser._fold_seen[f]
+        seen = parser._reranking.fold_seen[f]
         assert all(keys[k] != f for k in seen)
         assert {k for k, g in keys.items() if g != f} == seen
 
@@ -45,8 +45,8 @@ def test_jackknifing_never_shows_a_fold_model_its_own_fold():
 def test_reranked_prediction_is_a_kbest_candidate_and_survives_save_and_reload(tmp_path):
     nlp, parser, _ = trained()
     docs = [nlp(tagged(nlp, words)) for words in TEST_WORDS]
-    parser._fit_reranker_if_stale()
-    assert parser._reranker_model is not None
+    parser._reranking.fit_if_stale()
+    assert parser._reranking.model is not None
     for doc in docs:
         # Compare the parser's own (projective) choice: writing it back may lift arcs of
         # pseudo-projective labels, which no candidate shows.
@@ -58,7 +58,7 @@ def test_reranked_prediction_is_a_kbest_candidate_and_survives_save_and_reload(t
     before = [parse_of(d) for d in docs]
     nlp2, parser2 = make()
     parser2.from_bytes(parser.to_bytes())
-    assert parser2._reranker_model is not None
+    assert parser2._reranking.model is not None
     assert [parse_of(nlp2(tagged(nlp2, w))) for w in TEST_WORDS] == before
     nlp.to_disk(tmp_path / "m")
     nlp3 = spacy.load(tmp_path / "m")
@@ -70,7 +70,7 @@ def test_reranked_prediction_is_a_kbest_candidate_and_survives_save_and_reload(t
 def test_reranker_follows_the_dual_tree_kernel_too():
     nlp, parser, _ = trained({"learner": "dual", "kernel": "tree", "k": 4, "folds": 2}, epochs=3)
     doc = nlp(tagged(nlp, TEST_WORDS[0]))
-    assert parser._reranker_model.kernel_name == "tree"
+    assert parser._reranking.model.kernel_name == "tree"
     nlp2, parser2 = make({"learner": "dual", "kernel": "tree", "k": 4, "folds": 2})
     parser2.from_bytes(parser.to_bytes())
     assert parse_of(nlp2(tagged(nlp2, TEST_WORDS[0]))) == parse_of(doc)
@@ -90,3 +90,32 @@ def test_empty_doc_and_one_word_doc_with_a_reranker():
 def test_bad_reranker_blocks_are_coded_errors(block, decoder, code):
     with pytest.raises(ValueError, match=code):
         make(block, decoder)
+
+
+def test_a_reranker_saved_with_other_features_is_refused():
+    """A saved reranker records the feature definition it learned from (FEATURES_VERSION); one
+    from another definition (the Python extractor's keys were version 1) is a coded error, not
+    a reranker silently reading keys that mean other features."""
+    import srsly
+
+    nlp, parser, _ = trained(epochs=2)
+    data = srsly.msgpack_loads(parser.to_bytes())
+    model = srsly.msgpack_loads(data["reranker"])
+    assert model["features_version"] == 2
+    model["features_version"] = 1
+    data["reranker"] = srsly.msgpack_dumps(model)
+    _, parser2 = make()
+    with pytest.raises(ValueError, match="S246"):
+        parser2.from_bytes(srsly.msgpack_dumps(data))
+
+
+def test_k_larger_than_the_beam_widens_it_and_one_candidate_lists_rerank():
+    """k above beam_width: the k-best search widens the beam to k (lists of up to k); a
+    one-word sentence has a single candidate, which the reranker returns."""
+    nlp, parser, _ = trained({**BLOCK, "k": 6}, epochs=2)
+    assert parser.cfg["beam_width"] == 4
+    (_, _, lst), = parser.kbest(tagged(nlp, TEST_WORDS[0]), 6)
+    assert 4 < len(lst) <= 6
+    (_, _, one), = parser.kbest(tagged(nlp, ["Hello"]), 6)
+    assert len(one) == 1
+    assert nlp(tagged(nlp, ["Hello"]))[0].head.i == 0

@@ -3,7 +3,7 @@
 A training set is m sentences, each with the candidates G(x_i) a base model proposed (its k-best
 list), every candidate with the base model's score L (collins2001 §2's log-probability feature;
 here the beam's perceptron score), a sparse vector of global features (uint64 keys, see
-rerank_features.py) and its loss against the gold analysis. The gold analysis is usually not in
+reranking/features.py) and its loss against the gold analysis. The gold analysis is usually not in
 the list, so the target of training is the list's best candidate (its "oracle": least loss,
 then highest base score), as in Collins 2000.
 
@@ -27,7 +27,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
 
 import numpy
 
-from .errors import Errors
+from ..errors import Errors
 
 LEARNERS = ("perceptron", "boosting", "svm", "dual")
 KERNELS = ("linear", "poly", "tree")
@@ -263,6 +263,17 @@ class Reranker:
     def choose(self, lists: CandidateLists) -> numpy.ndarray:
         return choose(lists, self.scores(lists))
 
+    def _key_scores(self, lists: CandidateLists, distinct: bool) -> numpy.ndarray:
+        """phi(z) . Theta of every candidate for the linear learners (weights `w` over the
+        columns of `index`), looked up by key in a hash table built once per weight vector."""
+        from .._core.rerank_features import KeyWeights
+
+        cached = self.__dict__.get("_key_weights")
+        if cached is None or cached[0] is not self.w or cached[1] is not self.index.keys:
+            cached = (self.w, self.index.keys, KeyWeights(self.index.keys, self.w))
+            self._key_weights = cached
+        return cached[2].scores(lists.key_ptr, lists.keys, distinct)
+
     def to_dict(self) -> Dict[str, Any]:
         raise NotImplementedError
 
@@ -286,7 +297,9 @@ class PerceptronReranker(Reranker):
 
     base_weights: None learns the base score's weight like any other; a list of numbers fixes it
     (the perceptron then learns corrections to the base model, as Collins 2000 fixes it before
-    boosting) and, given dev lists, keeps the value whose model makes the fewest dev errors.
+    boosting) and, given dev lists, keeps the value whose model makes the fewest dev errors (a
+    null in the list stands for the learned weight). Given dev lists, the epoch is chosen on dev
+    too (`chosen_epoch`). The epochs run in C (_core/ranking.pyx).
     """
 
     name = "perceptron"
@@ -296,13 +309,14 @@ class PerceptronReranker(Reranker):
         self.epochs = epochs
         self.min_count = min_count
         self.seed = seed
-        self.base_weights = None if base_weights is None else [float(x) for x in base_weights]
+        self.base_weights = None if base_weights is None else [None if x is None else float(x) for x in base_weights]
         self.index = FeatureIndex()
         self.w = numpy.zeros((0,))
         self.w0 = 0.0
         self.scale = 1.0
         self.curve: List[Dict[str, float]] = []
         self.dev_losses: Dict[str, float] = {}
+        self.chosen_epoch = 0
 
     def fit(self, train, dev=None):
         self.index = FeatureIndex.fit(train, self.min_count)
@@ -322,46 +336,47 @@ class PerceptronReranker(Reranker):
             dev_loss = float(dev.loss[self.choose(dev)].sum()) if dev is not None else 0.0
             self.dev_losses[str(fixed)] = dev_loss
             if best is None or dev_loss < best[0]:
-                best = (dev_loss, w, w0, curve)
-        _, self.w, self.w0, self.curve = best
+                best = (dev_loss, w, w0, curve, self.chosen_epoch)
+        _, self.w, self.w0, self.curve, self.chosen_epoch = best
         return self
 
     def _train(self, train, ptr, cols, base, oracle, useful, fixed, dev):
+        """The epochs (in C, _core/ranking.pyx); with dev lists, the averaged weights of the
+        epoch with the fewest dev errors are kept (`chosen_epoch`), else the last epoch's."""
+        from .._core.ranking import perceptron_epoch
+
         V = len(self.index)
         w, u = numpy.zeros((V,)), numpy.zeros((V,))
-        w0 = u0 = 0.0 if fixed is None else fixed
+        w0u0 = numpy.array([0.0 if fixed is None else float(fixed), 0.0])
         c = 1
         rng = numpy.random.default_rng(self.seed)
         curve = []
+        args = (numpy.ascontiguousarray(train.offsets, dtype=numpy.int64),
+                numpy.ascontiguousarray(ptr, dtype=numpy.int64),
+                numpy.ascontiguousarray(cols, dtype=numpy.int64),
+                numpy.ascontiguousarray(base, dtype=numpy.float64),
+                numpy.ascontiguousarray(train.loss, dtype=numpy.float64),
+                numpy.ascontiguousarray(oracle, dtype=numpy.int64))
+        average = lambda: (w - u / c, (w0u0[0] - w0u0[1] / c) if fixed is None else float(fixed))
+        best = None
         for epoch in range(self.epochs):
-            mistakes = 0
-            for i in rng.permutation(useful):
-                a, b = train.offsets[i], train.offsets[i + 1]
-                s = _linear_scores(w, ptr[a:b + 1] - ptr[a], cols[ptr[a]:ptr[b]]) + w0 * base[a:b]
-                z = a + int(numpy.argmax(s))
-                g = oracle[i]
-                if train.loss[z] > train.loss[g]:
-                    mistakes += 1
-                    cg, cz = cols[ptr[g]:ptr[g + 1]], cols[ptr[z]:ptr[z + 1]]
-                    numpy.add.at(w, cg, 1.0)
-                    numpy.add.at(w, cz, -1.0)
-                    numpy.add.at(u, cg, c)
-                    numpy.add.at(u, cz, -c)
-                    if fixed is None:
-                        d0 = base[g] - base[z]
-                        w0 += d0
-                        u0 += c * d0
-                c += 1
-            point = {"epoch": epoch + 1, "mistakes": mistakes}
+            order = numpy.ascontiguousarray(rng.permutation(useful), dtype=numpy.int64)
+            mistakes, c = perceptron_epoch(order, *args, w, u, w0u0, c, fixed is not None)
+            point = {"epoch": epoch + 1, "mistakes": int(mistakes)}
             if dev is not None:
-                self.w, self.w0 = w - u / c, (w0 - u0 / c if fixed is None else fixed)
+                self.w, self.w0 = average()
                 point["dev_loss"] = float(dev.loss[self.choose(dev)].sum())
+                if best is None or point["dev_loss"] < best[0]:
+                    best = (point["dev_loss"], self.w, self.w0, epoch + 1)
             curve.append(point)
-        return w - u / c, (w0 - u0 / c if fixed is None else fixed), curve
+        if best is not None:
+            self.chosen_epoch = best[3]
+            return best[1], best[2], curve
+        self.chosen_epoch = self.epochs
+        return (*average(), curve)
 
     def scores(self, lists):
-        ptr, cols = _column_matrix(self.index, lists)
-        return _linear_scores(self.w, ptr, cols) + self.w0 * self.scale * lists.relative_base()
+        return self._key_scores(lists, False) + self.w0 * self.scale * lists.relative_base()
 
     def to_dict(self):
         return {"learner": self.name, "epochs": self.epochs, "min_count": self.min_count,
@@ -506,8 +521,7 @@ class BoostingReranker(Reranker):
         return self
 
     def scores(self, lists):
-        ptr, cols, _ = _indicators(self.index, lists)
-        return _linear_scores(self.w, ptr, cols) + self.w0 * self.scale * lists.relative_base()
+        return self._key_scores(lists, True) + self.w0 * self.scale * lists.relative_base()
 
     def to_dict(self):
         return {"learner": self.name, "rounds": self.rounds, "min_count": self.min_count,
@@ -609,8 +623,7 @@ class SVMReranker(Reranker):
         return self
 
     def scores(self, lists):
-        ptr, cols, _ = _indicators(self.index, lists)
-        return _linear_scores(self.w, ptr, cols) + self.w0 * self.scale * lists.relative_base()
+        return self._key_scores(lists, True) + self.w0 * self.scale * lists.relative_base()
 
     def to_dict(self):
         return {"learner": self.name, "C": self.C, "min_count": self.min_count,
@@ -655,12 +668,12 @@ class DualReranker(Reranker):
         self.curve: List[Dict[str, float]] = []
 
     def _make_kernel(self):
-        from ._core.kernel import PolynomialKernel
+        from .._core.kernel import PolynomialKernel
         if self.kernel_name == "linear":
             return PolynomialKernel(degree=1, coef0=0.0)
         if self.kernel_name == "poly":
             return PolynomialKernel(degree=self.degree, coef0=1.0)
-        from ._core.treekernel import DependencyTreeKernel
+        from .._core.treekernel import DependencyTreeKernel
         return DependencyTreeKernel(lambda_=self.lambda_, base_weight=self.base_weight)
 
     def items(self, lists: CandidateLists) -> List[Any]:
@@ -681,7 +694,7 @@ class DualReranker(Reranker):
         return out
 
     def fit(self, train, dev=None):
-        from ._core.kernel import DualPerceptron
+        from .._core.kernel import DualPerceptron
         self.scale = _base_scale(train)
         if self.max_sentences and train.n_sentences > self.max_sentences:
             train = train.subset(range(self.max_sentences))
@@ -728,7 +741,7 @@ class DualReranker(Reranker):
                 "model": self.model.to_bytes() if self.model is not None else None}
 
     def from_dict(self, data):
-        from ._core.kernel import DualPerceptron
+        from .._core.kernel import DualPerceptron
         for k in ("degree", "lambda_", "base_weight", "epochs", "max_sentences", "prediction",
                   "seed", "scale"):
             setattr(self, k, data[k])

@@ -1,0 +1,16 @@
+"""k-best reranking (collins2001): learners over candidate lists, the global features of the
+candidates, and the reranker a component holds.
+
+- ``learners``: candidate lists and the rerankers (perceptron, boosting, svm, dual);
+- ``features``: the feature groups a component chooses, over the C extractor
+  (``_core/rerank_features.pyx``).
+"""
+from .features import (FEATURES_VERSION, GROUPS, ChunkFeatures, TreeFeatures, node_labels)
+from .learners import (BASE_KEY, KERNELS, LEARNERS, BoostingReranker, CandidateLists,
+                       DualReranker, FeatureIndex, PerceptronReranker, Reranker, SVMReranker,
+                       choose, make_reranker, reranker_from_dict)
+
+__all__ = ["FEATURES_VERSION", "GROUPS", "ChunkFeatures", "TreeFeatures", "node_labels",
+           "BASE_KEY", "KERNELS", "LEARNERS", "BoostingReranker", "CandidateLists", "DualReranker",
+           "FeatureIndex", "PerceptronReranker", "Reranker", "SVMReranker", "choose",
+           "make_reranker", "reranker_from_dict"]

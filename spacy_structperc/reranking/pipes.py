@@ -1,0 +1,205 @@
+"""The rerankers pipeline components hold: jackknifed training lists, fitting, reranked
+prediction and the saved form.
+
+``ParserReranker`` is what a structperc_parser with a ``reranker`` block holds. In training it
+keeps ``folds`` fold models: fold f's weights are updated on every example outside fold f (an
+example's fold is a checksum of its text), and the candidates of an example come from its own
+fold's model, which never saw it (jackknifing, Collins 2000). The latest lists of every training
+example are kept; the reranker is (re)trained on them whenever they changed and the parser is
+asked to predict or save, so `spacy train`'s evaluations and saved pipelines use an up-to-date
+reranker. At prediction it takes the beam's k-best trees of each span, extracts their global
+features in C and lets the learner choose.
+"""
+import zlib
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy
+import srsly
+
+from .._core import beam
+from ..errors import Errors
+from .features import FEATURES_VERSION, TreeFeatures, node_labels
+from .learners import CandidateLists, make_reranker, reranker_from_dict
+
+# A candidate of one span: (base score, heads relative to the span with -1 for a root, classes).
+Candidate = Tuple[float, numpy.ndarray, numpy.ndarray]
+
+
+def fit_block(block: Dict[str, Any], lists: CandidateLists):
+    """A learner made from a reranker block (learner, kernel, settings) and fitted on lists."""
+    settings = dict(block["settings"])
+    if block["learner"] == "dual":
+        settings.setdefault("kernel", block["kernel"])
+    return make_reranker(block["learner"], **settings).fit(lists)
+
+
+def dumps_model(model) -> bytes:
+    """A fitted learner as msgpack bytes, tagged with the feature definition it was trained on."""
+    if model is None:
+        return b""
+    return srsly.msgpack_dumps({**model.to_dict(), "features_version": FEATURES_VERSION})
+
+
+def loads_model(data: bytes, name: str):
+    """The learner of dumps_model (None for empty bytes); S246 for another feature definition."""
+    if not data:
+        return None
+    msg = srsly.msgpack_loads(data)
+    found = msg.get("features_version", 1)
+    if found != FEATURES_VERSION:
+        raise ValueError(Errors.S246.format(name=name, found=found, expected=FEATURES_VERSION))
+    return reranker_from_dict(msg)
+
+
+class ParserReranker:
+    """The k-best reranker of a structperc_parser (see the module docstring)."""
+
+    def __init__(self, parser, block: Dict[str, Any]):
+        self.parser = parser
+        self.block = block
+        self.features = TreeFeatures(block["features"])
+        self.model = None
+        self.fold_weights: List[Any] = []
+        self.fold_systems: List[Any] = []
+        self.fold_seen: List[set] = []
+        self.store: Dict[int, CandidateLists] = {}
+        self.store_version = 0
+        self.fit_version = 0
+
+    @property
+    def needs_trees(self) -> bool:
+        return self.block["learner"] == "dual" and self.block["kernel"] == "tree"
+
+    # Jackknifing -------------------------------------------------------------------------------
+
+    def fold_of(self, doc) -> int:
+        """The jackknife fold of a training doc: a checksum of its text, modulo `folds`."""
+        return zlib.crc32(doc.text.encode("utf8")) % self.block["folds"]
+
+    def fold_system(self, f: int):
+        from .._core.arcstandard import ArcStandardSystem
+        from .._core.weights import AveragedWeights
+
+        parser = self.parser
+        weights = parser.model.weights
+        folds = self.block["folds"]
+        if len(self.fold_weights) != folds or self.fold_weights[0].n_classes != weights.n_classes:
+            self.fold_weights = [AveragedWeights(weights.n_classes, 1 << 16) for _ in range(folds)]
+            self.fold_systems = []
+            self.fold_seen = [set() for _ in range(folds)]
+        if not self.fold_systems:
+            for w in self.fold_weights:
+                system = ArcStandardSystem(parser.model.templates, w, len(parser.cfg["labels"]),
+                                           parser.cfg["label_candidates"])
+                system.set_allowed_keys(parser.model.allowed_keys)
+                self.fold_systems.append(system)
+        return self.fold_systems[f]
+
+    def collect(self, eg, doc_for_features, atoms, spans, allow_break, heads, deps) -> None:
+        """Jackknifed training lists of one example; updates the fold models outside its fold."""
+        parser = self.parser
+        f = self.fold_of(eg.predicted)
+        key = zlib.crc32(eg.predicted.text.encode("utf8")) * 1000003 + len(eg.predicted)
+        k = self.block["k"]
+        width = max(k, parser.cfg["beam_width"])
+        golds, all_cands, kept = [], [], []
+        for start, end in spans:
+            gold_heads, gold_labels = parser._gold(eg, start, end, heads, deps)
+            if not (gold_heads > -2).any():
+                continue
+            for g in range(self.block["folds"]):
+                system = self.fold_system(g)
+                if g == f:
+                    continue
+                system.set_sentence(atoms[start:end], gold_heads, gold_labels, allow_break)
+                if system.oracle_path() is not None:
+                    beam.train(system, parser.cfg["beam_width"], parser.cfg["update"])
+                self.fold_seen[g].add(key)
+            own = self.fold_system(f)
+            own.weights.set_use_averages(False)
+            all_cands.append(parser._span_kbest(own, atoms[start:end], allow_break, k, width))
+            golds.append((gold_heads, gold_labels))
+            kept.append((start, end))
+        for w in self.fold_weights:
+            w.next_example()
+        if kept:
+            self.store[key] = self.candidate_lists(doc_for_features, kept, all_cands, golds)
+            self.store_version += 1
+
+    # Candidates as lists -----------------------------------------------------------------------
+
+    def candidate_lists(self, doc, spans: Sequence[Tuple[int, int]],
+                        all_cands: Sequence[Sequence[Candidate]], golds=None) -> CandidateLists:
+        """The candidates of each span as CandidateLists: base scores, global features (C),
+        the trees when the learner is the tree kernel, and the loss (wrong heads + wrong labelled
+        arcs among the known gold ones) when golds are given."""
+        words = doc.to_array("LOWER").astype(numpy.uint64)
+        tags = doc.to_array("TAG").astype(numpy.uint64)
+        values = self.parser._label_values
+        offsets, base, loss, key_ptr, keys = [0], [], [], [numpy.zeros((1,), dtype=numpy.int64)], []
+        tree_ptr, tree_heads, tree_nodes = [0], [], []
+        n_keys = 0
+        for s, ((start, end), cands) in enumerate(zip(spans, all_cands)):
+            H = numpy.stack([h for _, h, _ in cands])
+            C = numpy.stack([c for _, _, c in cands])
+            L = values[C]
+            ptr, kk = self.features.batch(words[start:end], tags[start:end], H, L)
+            key_ptr.append(ptr[1:] + n_keys)
+            n_keys += len(kk)
+            keys.append(kk)
+            base.extend(score for score, _, _ in cands)
+            offsets.append(offsets[-1] + len(cands))
+            if golds is not None:
+                gold_heads, gold_labels = golds[s]
+                known = gold_heads > -2
+                wrong_head = (H != gold_heads[None, :]) & known
+                wrong_label = wrong_head | ((C != gold_labels[None, :]) & (gold_labels >= 0) & (H >= 0))
+                loss.extend((wrong_head.sum(axis=1) + (wrong_label & known).sum(axis=1)).tolist())
+            else:
+                loss.extend([numpy.nan] * len(cands))
+            if self.needs_trees:
+                for i in range(len(cands)):
+                    tree_heads.append(H[i])
+                    tree_nodes.append(node_labels(tags[start:end], L[i]))
+                    tree_ptr.append(tree_ptr[-1] + (end - start))
+        cat = lambda xs, dt: numpy.concatenate(xs).astype(dt) if xs else numpy.zeros((0,), dtype=dt)
+        lists = CandidateLists(offsets, base, loss, numpy.concatenate(key_ptr), cat(keys, numpy.uint64))
+        if self.needs_trees:
+            lists.tree_ptr = numpy.asarray(tree_ptr, dtype=numpy.int64)
+            lists.heads = cat(tree_heads, numpy.int32)
+            lists.nodes = cat(tree_nodes, numpy.uint64)
+        return lists
+
+    # Fitting and prediction --------------------------------------------------------------------
+
+    def fit_if_stale(self) -> None:
+        if self.fit_version == self.store_version or not self.store:
+            return
+        lists = CandidateLists.concat([self.store[k] for k in sorted(self.store)])
+        self.model = fit_block(self.block, lists)
+        self.fit_version = self.store_version
+
+    def rerank(self, doc, atoms, spans, allow_break) -> List[Tuple[numpy.ndarray, numpy.ndarray]]:
+        """Per span, the (heads, classes) of the reranker's choice among the k-best (the beam's
+        1-best while no reranker is trained)."""
+        self.fit_if_stale()
+        parser = self.parser
+        system = parser.system
+        k = self.block["k"]
+        width = max(k, parser.cfg["beam_width"])
+        all_cands = [parser._span_kbest(system, atoms[a:b], allow_break, k, width) for a, b in spans]
+        if self.model is None:
+            return [(c[0][1], c[0][2]) for c in all_cands]
+        lists = self.candidate_lists(doc, spans, all_cands)
+        rows = self.model.choose(lists)
+        return [c[int(rows[i] - lists.offsets[i])][1:] for i, c in enumerate(all_cands)]
+
+    # Serialization -----------------------------------------------------------------------------
+
+    def to_bytes(self) -> bytes:
+        self.fit_if_stale()
+        return dumps_model(self.model)
+
+    def from_bytes(self, data: bytes) -> None:
+        self.model = loads_model(data, self.parser.name)
+        self.fit_version = self.store_version
