@@ -21,6 +21,7 @@ import uuid
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from ..errors import Errors
+from ._docbin import get_docs, set_user_data
 
 KINDS = {".txt": "text", ".jsonl": "jsonl", ".spacy": "spacy"}
 MANIFEST = "annotate.json"
@@ -109,7 +110,7 @@ def _records(part: Dict[str, Any], nlp) -> Iterator[Tuple[Dict[str, Any], Any, O
 
         with fsspec.open(path, "rb") as fh:
             db = DocBin().from_bytes(fh.read())
-        for i, doc in enumerate(db.get_docs(nlp.vocab)):
+        for i, doc in enumerate(get_docs(db, nlp.vocab)):
             if part["start"] <= i < part["stop"]:
                 yield {"source": path, "line": i}, doc, None
         return
@@ -191,9 +192,11 @@ def annotate_partition(part: Dict[str, Any], pipeline: str, output: str, jsonl: 
 
     start = time.perf_counter()
     nlp = _pipeline(pipeline)
+    loaded = time.perf_counter()
     fs, _, (root,) = fsspec.get_fs_token_paths(output)
     base = f"{root.rstrip('/')}/{part['id']}"
-    docs = DocBin(store_user_data=True)
+    docs = DocBin()   # user data set at the end, packed the fast way (see _docbin.py)
+    user_data: List[Dict[str, Any]] = []
     errors: List[Dict[str, Any]] = []
     lines: List[str] = []
     n_words = 0
@@ -205,8 +208,9 @@ def annotate_partition(part: Dict[str, Any], pipeline: str, output: str, jsonl: 
             if error is not None:
                 errors.append({**ident, "reason": error})
                 continue
-            doc.user_data.update({k: v for k, v in ident.items()})
+            doc.user_data.update(ident)
             docs.add(doc)
+            user_data.append(dict(doc.user_data))
             n_words += len(doc)
             if jsonl:
                 lines.append(json.dumps(doc_to_json(doc, ident), ensure_ascii=False))
@@ -220,12 +224,16 @@ def annotate_partition(part: Dict[str, Any], pipeline: str, output: str, jsonl: 
         if len(pending) >= batch_size:
             flush()
     flush()
+    annotated = time.perf_counter()
     _write_atomic(fs, base + ".errors.jsonl", "".join(json.dumps(e) + "\n" for e in errors).encode("utf8"))
     if jsonl:
         _write_atomic(fs, base + ".jsonl", "".join(line + "\n" for line in lines).encode("utf8"))
+    set_user_data(docs, user_data)
     _write_atomic(fs, base + ".spacy", docs.to_bytes())
     return {"id": part["id"], "docs": len(docs), "errors": len(errors), "words": n_words,
-            "seconds": time.perf_counter() - start, "pid": os.getpid()}
+            "seconds": time.perf_counter() - start, "pid": os.getpid(),
+            "phases": {"load": loaded - start, "annotate": annotated - loaded,
+                       "write": time.perf_counter() - annotated}}
 
 
 # The driver ------------------------------------------------------------------------------------
@@ -282,4 +290,5 @@ def annotate(pipeline: str, input: str, output: str, *, client, partition_size: 
     words = sum(r["words"] for r in results)
     return {"partitions": len(parts), "skipped": len(parts) - len(todo), "annotated": len(results),
             "docs": sum(r["docs"] for r in results), "errors": sum(r["errors"] for r in results),
-            "words": words, "seconds": seconds, "words_per_second": words / seconds if seconds else 0.0}
+            "words": words, "seconds": seconds, "words_per_second": words / seconds if seconds else 0.0,
+            "worker_phases": {k: sum(r["phases"][k] for r in results) for k in ("load", "annotate", "write")}}
