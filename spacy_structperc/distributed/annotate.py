@@ -90,13 +90,30 @@ def plan_partitions(paths: List[str], partition_size: int) -> List[Dict[str, Any
 
 # The task a worker runs ------------------------------------------------------------------------
 
-def _pipeline(path: str):
-    nlp = _WORKER_NLP.get(path)
+def pipeline_stamp(path: str) -> str:
+    """A stamp of the saved pipeline at `path` (each file's name, size and modification time),
+    so a worker reloads a pipeline that was saved again under the same path."""
+    import hashlib
+
+    import fsspec
+
+    fs, _, (root,) = fsspec.get_fs_token_paths(path)
+    h = hashlib.sha1()
+    for name, info in sorted(fs.find(root, detail=True).items()):
+        h.update(f"{name}\0{info.get('size')}\0{info.get('mtime', info.get('LastModified', ''))}\n".encode())
+    return h.hexdigest()
+
+
+def _pipeline(path: str, stamp: Optional[str] = None):
+    """The pipeline at `path`, loaded once per worker process and kept for later partitions
+    (and later runs) while its stamp is the same."""
+    key = (path, stamp)
+    nlp = _WORKER_NLP.get(key)
     if nlp is None:
         import spacy
 
         _WORKER_NLP.clear()
-        nlp = _WORKER_NLP[path] = spacy.load(path)
+        nlp = _WORKER_NLP[key] = spacy.load(path)
     return nlp
 
 
@@ -185,13 +202,13 @@ def _write_atomic(fs, path: str, data: bytes) -> None:
 
 
 def annotate_partition(part: Dict[str, Any], pipeline: str, output: str, jsonl: bool = False,
-                       batch_size: int = 256) -> Dict[str, Any]:
+                       batch_size: int = 256, stamp: Optional[str] = None) -> Dict[str, Any]:
     """Annotate one partition and write its files (the .spacy last). Returns its counts."""
     import fsspec
     from spacy.tokens import DocBin
 
     start = time.perf_counter()
-    nlp = _pipeline(pipeline)
+    nlp = _pipeline(pipeline, stamp)
     loaded = time.perf_counter()
     fs, _, (root,) = fsspec.get_fs_token_paths(output)
     base = f"{root.rstrip('/')}/{part['id']}"
@@ -267,7 +284,8 @@ def annotate(pipeline: str, input: str, output: str, *, client, partition_size: 
     todo = [p for p in parts if not fs.exists(f"{root.rstrip('/')}/{p['id']}.spacy")]
     token = uuid.uuid4().hex[:12]
     start = time.perf_counter()
-    futures = [client.submit(annotate_partition, p, pipeline, output, jsonl, batch_size, pure=False,
+    stamp = pipeline_stamp(pipeline)
+    futures = [client.submit(annotate_partition, p, pipeline, output, jsonl, batch_size, stamp, pure=False,
                              key=f"structperc-annotate-{token}-{p['id']}") for p in todo]
     results = []
     bar = None
