@@ -18,6 +18,7 @@ import json
 import os
 import random
 import resource
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -30,6 +31,7 @@ from .mixing import load_pipe_state, mixable_pipes, mixing_coefficients
 
 MIXING = ("uniform", "mistakes")
 _WORKER: Dict[str, Any] = {}   # this worker's resident run: token, pipeline, shards, bases of the mix
+_WORKER_LOCK = threading.Lock()  # one shard at a time per process (workers with several threads)
 
 
 def _peak_rss_mb() -> float:
@@ -88,17 +90,21 @@ class NeedsBase(Exception):
 
 def _worker_state(payload: Dict[str, Any]) -> Dict[str, Any]:
     """This process's resident run: the pipeline, the shards it read and the bases of the current
-    mix, kept across epochs. A task of another run (another token) drops all of it first."""
-    if _WORKER.get("token") != payload["token"]:
+    mix, kept across epochs. A task of another run (another token) replaces all of it (the dict
+    is replaced, not emptied, so a task still holding the old one is not disturbed)."""
+    global _WORKER
+    state = _WORKER
+    if state.get("token") != payload["token"]:
         from spacy import util
         from thinc.api import Config
 
-        _WORKER.clear()
+        _WORKER = {}
         config = Config().from_str(payload["config"], interpolate=False)
         nlp = util.load_model_from_config(config, auto_fill=False, validate=False)
         nlp.from_bytes(payload["nlp"])
-        _WORKER.update(token=payload["token"], nlp=nlp, shards={}, bases=None, version=None)
-    return _WORKER
+        state = {"token": payload["token"], "nlp": nlp, "shards": {}, "bases": None, "version": None}
+        _WORKER = state
+    return state
 
 
 def _install(state: Dict[str, Any], update: Dict[str, Any]) -> None:
@@ -134,6 +140,11 @@ def train_shard(payload: Dict[str, Any], update: Dict[str, Any], shard_url: str,
     """One epoch over one shard from the mix `update` leads to (or `fallback`, a full base, if
     this worker cannot get there): what the shard changed (`delta.shard_delta` per component) and
     its statistics."""
+    with _WORKER_LOCK:
+        return _train_shard(payload, update, shard_url, epoch, shard_index, fallback)
+
+
+def _train_shard(payload, update, shard_url, epoch, shard_index, fallback):
     start = time.perf_counter()
     state = _worker_state(payload)
     try:
@@ -187,7 +198,8 @@ def resident_run() -> Dict[str, Any]:
 
 def forget_resident_run() -> None:
     """Drop this process's resident run (as a restarted worker would have)."""
-    _WORKER.clear()
+    global _WORKER
+    _WORKER = {}
 
 
 def _full_update(version: int, bases: Dict[str, Any]) -> Dict[str, Any]:
@@ -205,7 +217,11 @@ class SequentialExecutor:
         self.payload, self.shard_urls = payload, shard_urls
         self.n_workers = 1
 
-    def run_epoch(self, update, epoch, full_base):
+    def submit(self, update, epoch, full_base):
+        return update, epoch
+
+    def collect(self, handle):
+        update, epoch = handle
         return [train_shard(self.payload, update, url, epoch, i) for i, url in enumerate(self.shard_urls)]
 
     def worker_peak_rss_mb(self) -> List[float]:
@@ -213,7 +229,7 @@ class SequentialExecutor:
 
     def close(self):
         if _WORKER.get("token") == self.payload["token"]:
-            _WORKER.clear()
+            forget_resident_run()
 
 
 class DaskExecutor:
@@ -227,9 +243,8 @@ class DaskExecutor:
         self.n_workers = len(client.scheduler_info()["workers"])
         self.resent = 0
 
-    def run_epoch(self, update, epoch, full_base):
-        from distributed import wait
-
+    def submit(self, update, epoch, full_base):
+        """Start an epoch's shards (they run while the driver evaluates the last epoch)."""
         client, token = self.client, self.payload["token"][:12]
         [update_f] = client.scatter([update], broadcast=True, hash=False)
         # Shard i on the same worker every epoch (it holds the shard's examples), unless it is gone.
@@ -238,18 +253,29 @@ class DaskExecutor:
                                  key=f"structperc-train-{token}-e{epoch}-s{i}",
                                  workers=[workers[i % len(workers)]], allow_other_workers=True)
                    for i, url in enumerate(self.shard_urls)]
+        return {"update": update_f, "futures": futures, "epoch": epoch, "full_base": full_base}
+
+    def collect(self, handle):
+        """The epoch's shard results; a shard whose worker lacked the mix is rerun with the full
+        base (`full_base()`, called only then)."""
+        from distributed import wait
+
+        client, token = self.client, self.payload["token"][:12]
+        futures, epoch = handle["futures"], handle["epoch"]
         wait(futures)
         full_f = None
         for i, f in enumerate(futures):
             if f.status == "error" and isinstance(f.exception(), NeedsBase):
                 # A worker without the mix (restarted, or idle last epoch): send it the full base.
                 if full_f is None:
-                    [full_f] = client.scatter([full_base()], hash=False)
-                futures[i] = client.submit(train_shard, self._payload_f, update_f, self.shard_urls[i], epoch, i,
-                                           full_f, pure=False, key=f"structperc-train-{token}-e{epoch}-s{i}-full")
+                    [full_f] = client.scatter([handle["full_base"]()], hash=False)
+                futures[i] = client.submit(train_shard, self._payload_f, handle["update"], self.shard_urls[i],
+                                           epoch, i, full_f, pure=False,
+                                           key=f"structperc-train-{token}-e{epoch}-s{i}-full")
                 self.resent += 1
         results = client.gather(futures)
-        del update_f, full_f, futures
+        handle.clear()
+        del full_f, futures
         return results
 
     def worker_peak_rss_mb(self) -> List[float]:
@@ -330,26 +356,33 @@ def train_distributed(config_path, output, *, overrides: Optional[Dict[str, Any]
                            "n_workers": executor.n_workers, "epochs": []}
     best = None
     bases = {name: make_base(*pipe.model.weights.state_arrays()) for name, pipe in pipes}
-    update: Dict[str, Any] = _full_update(0, bases)
     try:
+        # Epoch e+1's shards are submitted as soon as epoch e's mix message exists: they train
+        # while the driver applies the mix to its own copy, evaluates and saves.
+        submitted = time.perf_counter()
+        handle = executor.submit(_full_update(0, bases), 1, lambda: _full_update(0, bases))
+        epoch_start = submitted
         for epoch in range(1, n_epochs + 1):
-            start = time.perf_counter()
-            results = executor.run_epoch(update, epoch, lambda: _full_update(epoch - 1, bases))
+            results = executor.collect(handle)
             waited = time.perf_counter()
             stats = [{k: v for k, v in r.items() if k != "deltas"} for r in results]
             mixes = {}
-            for name, pipe in pipes:
+            for name, _ in pipes:
                 coefs = mixing_coefficients([s["mistakes"][name] for s in stats], mixing)
                 mixes[name] = mix_message(bases[name], [r["deltas"][name] for r in results], coefs)
+            del results
+            train_seconds = time.perf_counter() - submitted
+            if epoch < n_epochs:
+                submitted = time.perf_counter()
+                handle = executor.submit({"version": epoch, "kind": "delta", "mixes": mixes}, epoch + 1,
+                                         lambda v=epoch: _full_update(v, bases))
+            for name, pipe in pipes:
                 bases[name] = apply_mix(bases[name], mixes[name])
                 load_pipe_state(pipe, bases[name])
-            del results
-            update = {"version": epoch, "kind": "delta", "mixes": mixes}
             mix_seconds = time.perf_counter() - waited
-            train_seconds = time.perf_counter() - start
             score, scores = evaluate()
             row = {"epoch": epoch, "train_seconds": train_seconds,
-                   "seconds": time.perf_counter() - start, "score": score,
+                   "seconds": time.perf_counter() - epoch_start, "score": score,
                    "scores": {k: v for k, v in scores.items() if isinstance(v, (int, float))},
                    "mistakes": {n: [s["mistakes"][n] for s in stats] for n in names},
                    "shard_seconds": [s["seconds"] for s in stats],
@@ -371,6 +404,8 @@ def train_distributed(config_path, output, *, overrides: Optional[Dict[str, Any]
                 printer("  ".join(f"{c:>12}" for c in cells))
             if on_epoch is not None:
                 on_epoch(row, nlp)
+            row["wall_seconds"] = time.perf_counter() - epoch_start   # this epoch's share of the run
+            epoch_start = time.perf_counter()
         before_to_disk(nlp).to_disk(output / "model-last")
     finally:
         executor.close()
