@@ -7,9 +7,14 @@ tagging it. Here the packer and the codec chain are built once per process; the 
 ones srsly writes, so any DocBin reader reads them.
 """
 import functools
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Dict, Iterable, Iterator, List, Optional
 
+import numpy
 from srsly import msgpack as _msgpack
+
+# The token attributes whose strings `DocBin.add` adds one token at a time (text, tag_, lemma_,
+# norm_, str(morph), dep_, ent_type_, ent_kb_id_, ent_id_).
+_STRING_ATTRS = ("ORTH", "TAG", "LEMMA", "NORM", "MORPH", "DEP", "ENT_TYPE", "ENT_KB_ID", "ENT_ID")
 
 
 @functools.lru_cache(maxsize=1)
@@ -53,3 +58,40 @@ def get_docs(db, vocab) -> Iterator:
             yield doc
     finally:
         db.user_data = stored
+
+
+def add_docs(db, docs: Iterable) -> None:
+    """`db.add(doc)` for each Doc, with the strings collected once per distinct value instead of
+    nine `StringStore.add` calls per token (a tenth of the cost of tagging). The DocBin ends up
+    as `add` leaves it: the same arrays, flags, cats, span groups and string set (tested)."""
+    from spacy.attrs import SPACY, intify_attrs
+
+    string_ids = list(intify_attrs({a: 0 for a in _STRING_ATTRS}).keys())
+    n_attrs = len(db.attrs)
+    columns = list(db.attrs) + [SPACY] + string_ids    # one to_array call per Doc
+    seen: List[numpy.ndarray] = []
+    vocab = None
+    for doc in docs:
+        vocab = doc.vocab
+        array = doc.to_array(columns)
+        db.tokens.append(array[:, :n_attrs])
+        db.spaces.append(array[:, n_attrs:n_attrs + 1].astype(bool))
+        db.flags.append({"has_unknown_spaces": doc.has_unknown_spaces})
+        seen.append(array[:, n_attrs + 1:].reshape(-1))
+        db.cats.append(doc.cats)
+        if db.store_user_data:
+            db.user_data.append(pack_user_data(doc.user_data))
+        db.span_groups.append(doc.spans.to_bytes())
+        for group in doc.spans.values():
+            for span in group:
+                db.strings.add(span.label_)
+                if span.kb_id in span.doc.vocab.strings:
+                    db.strings.add(span.kb_id_)
+                if span.id in span.doc.vocab.strings:
+                    db.strings.add(span.id_)
+    if seen:
+        keys = numpy.sort(numpy.concatenate(seen))
+        keep = numpy.ones(keys.size, dtype=bool)
+        keep[1:] = keys[1:] != keys[:-1]
+        for key in keys[keep].tolist():
+            db.strings.add(vocab.strings[key] if key else "")

@@ -21,7 +21,7 @@ import uuid
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from ..errors import Errors
-from ._docbin import get_docs, set_user_data
+from ._docbin import add_docs, get_docs, set_user_data
 
 KINDS = {".txt": "text", ".jsonl": "jsonl", ".spacy": "spacy"}
 MANIFEST = "annotate.json"
@@ -221,16 +221,18 @@ def annotate_partition(part: Dict[str, Any], pipeline: str, output: str, jsonl: 
 
     def flush():
         nonlocal n_words
+        done = []
         for ident, doc, error in _annotate(nlp, pending, batch_size):
             if error is not None:
                 errors.append({**ident, "reason": error})
                 continue
             doc.user_data.update(ident)
-            docs.add(doc)
+            done.append(doc)
             user_data.append(dict(doc.user_data))
             n_words += len(doc)
             if jsonl:
                 lines.append(json.dumps(doc_to_json(doc, ident), ensure_ascii=False))
+        add_docs(docs, done)
         pending.clear()
 
     for ident, x, error in _records(part, nlp):
