@@ -111,4 +111,3 @@ def test_epochs_of_delta_mixing_in_place_equal_full_mixing():
         assert numpy.array_equal(mixed["keys"], full["keys"]) and mixed["clock"] == full["clock"]
         assert numpy.array_equal(mixed["W"], full["W"]) and numpy.array_equal(mixed["U"], full["U"])
     assert grew_in_place
-
