@@ -109,6 +109,7 @@ def child_serial(config: str, train: str, dev: str, output: str, epochs: int) ->
     payload = {"batch_words": size if isinstance(size, int) else 1000}
     seconds, update_seconds, scores = [], [], []
     best = None
+    Path(output).mkdir(parents=True, exist_ok=True)
     for epoch in range(1, epochs + 1):
         start = time.perf_counter()
         for _, pipe in nlp.pipeline:

@@ -26,7 +26,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 
 from ..errors import Errors
 from ._docbin import get_docs, set_user_data
-from .delta import apply_mix, copy_base, make_base, message_nbytes, mix_message, shard_delta
+from .delta import apply_mix, copy_base, dense_arrays, make_base, message_nbytes, mix_message, shard_delta
 from .mixing import load_pipe_state, mixable_pipes, mixing_coefficients
 
 MIXING = ("uniform", "mistakes")
@@ -159,7 +159,7 @@ def _train_shard(payload, update, shard_url, epoch, shard_index, fallback):
         examples = state["shards"][shard_url] = read_shard(shard_url, nlp)
     bases = state["bases"]
     for name, base in bases.items():
-        load_pipe_state(nlp.get_pipe(name), base)
+        load_base(nlp.get_pipe(name), base)
     for _, pipe in nlp.pipeline:
         start_epoch = getattr(pipe, "start_epoch", None)
         if start_epoch is not None:
@@ -200,6 +200,18 @@ def forget_resident_run() -> None:
     """Drop this process's resident run (as a restarted worker would have)."""
     global _WORKER
     _WORKER = {}
+
+
+def load_base(pipe, base: Dict[str, Any]) -> None:
+    """Make a (sparse) base the pipe's training state. The table is emptied first, so its old
+    accumulators are freed before the dense arrays for `load_arrays` are built."""
+    import numpy
+
+    weights = pipe.model.weights
+    C = weights.n_classes
+    weights.load_arrays(numpy.zeros(0, numpy.uint64), numpy.zeros((0, C), numpy.float32), None, 0)
+    keys, W, U, clock = dense_arrays(base)
+    load_pipe_state(pipe, {"keys": keys, "W": W, "U": U, "clock": clock})
 
 
 def _full_update(version: int, bases: Dict[str, Any]) -> Dict[str, Any]:
@@ -378,7 +390,7 @@ def train_distributed(config_path, output, *, overrides: Optional[Dict[str, Any]
                                          lambda v=epoch: _full_update(v, bases))
             for name, pipe in pipes:
                 bases[name] = apply_mix(bases[name], mixes[name])
-                load_pipe_state(pipe, bases[name])
+                load_base(pipe, bases[name])
             mix_seconds = time.perf_counter() - waited
             score, scores = evaluate()
             row = {"epoch": epoch, "train_seconds": train_seconds,
