@@ -38,7 +38,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as C  # noqa: E402
@@ -110,8 +110,9 @@ def child_serial(config: str, train: str, dev: str, output: str, epochs: int) ->
     seconds, update_seconds, scores = [], [], []
     best = None
     Path(output).mkdir(parents=True, exist_ok=True)
+    cpu = []
     for epoch in range(1, epochs + 1):
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         for _, pipe in nlp.pipeline:
             if hasattr(pipe, "start_epoch"):
                 pipe.start_epoch(epoch - 1)
@@ -125,8 +126,10 @@ def child_serial(config: str, train: str, dev: str, output: str, epochs: int) ->
             best = scores[-1]
             nlp.to_disk(Path(output) / "model-best")
         seconds.append(time.perf_counter() - start)
+        cpu.append(time.process_time() - cpu_start)
     steady = seconds[1:] or seconds
-    return {"train_seconds": seconds, "update_seconds": update_seconds,
+    return {"train_seconds": seconds, "update_seconds": update_seconds, "cpu_seconds": cpu,
+            "cpu_per_epoch": statistics.median(cpu[1:] or cpu),
             "seconds_per_epoch": statistics.median(steady), "dev_scores": scores,
             "load_average_start": load_start, "load_average": C.load_average()}
 
@@ -145,12 +148,42 @@ def child_timing(config: str, train: str, dev: str, output: str, workers: int, e
     # Wall-clock per epoch with its dev evaluation and saving, as the serial baseline counts it.
     steady = [r["wall_seconds"] for r in rows[1:]] or [rows[0]["wall_seconds"]]
     keep = ("epoch", "wall_seconds", "train_seconds", "mix_seconds", "shard_seconds", "shard_phases", "delta_mb", "mix_mb",
-            "worker_peak_rss_mb", "score")
+            "worker_peak_rss_mb", "score", "driver_cpu", "mix_message_cpu", "shard_task_cpu", "shard_process_cpu")
     return {"train_seconds": [r["wall_seconds"] for r in rows], "seconds_per_epoch": statistics.median(steady),
+            "idle_estimate": _idle_estimate([{k: r.get(k) for k in keep} for r in rows]),
             "worker_peak_rss_mb": max(max(r["worker_peak_rss_mb"]) for r in rows),
             "dev_scores": [r["score"] for r in rows], "epochs": [{k: r[k] for k in keep} for r in rows],
             "resent_full_base": log["resent_full_base"],
             "load_average_start": load_start, "load_average": C.load_average()}
+
+
+def _idle_estimate(rows: List[Dict[str, Any]], cores: int = 2) -> Optional[Dict[str, Any]]:
+    """Seconds per epoch on `cores` idle cores, from CPU time (which other jobs do not inflate):
+    the longer of the critical path (the busiest worker process's CPU over the epoch, then the
+    driver's mix message) and all CPU spent (workers and driver) over the cores. Epochs after the
+    first; None without CPU figures."""
+    if not rows or "shard_process_cpu" not in rows[0] or rows[0].get("shard_process_cpu") is None:
+        return None
+    last: Dict[int, float] = {}
+    for pid, cpu in rows[0]["shard_process_cpu"]:
+        last[pid] = max(cpu, last.get(pid, 0.0))
+    epochs = []
+    for r in rows[1:]:
+        now: Dict[int, float] = {}
+        for pid, cpu in r["shard_process_cpu"]:
+            now[pid] = max(cpu, now.get(pid, 0.0))
+        if set(now) != set(last):      # a worker restarted: no clean figure for this epoch
+            last = now
+            continue
+        workers = [now[p] - last[p] for p in now]
+        critical = max(workers) + r["mix_message_cpu"]
+        total = sum(workers) + r["driver_cpu"]
+        epochs.append({"epoch": r["epoch"], "workers_cpu": workers, "driver_cpu": r["driver_cpu"],
+                       "critical": critical, "total": total, "seconds": max(critical, total / cores)})
+        last = now
+    if not epochs:
+        return None
+    return {"epochs": epochs, "seconds_per_epoch": statistics.median(e["seconds"] for e in epochs)}
 
 
 def child_pipe(pipeline: str, texts_path: str, n_process: int) -> Dict[str, Any]:
@@ -323,10 +356,15 @@ def run_timing(args, paths, work, rows, details, errors):
             if one:
                 add(setting, "speedup_vs_1_worker", one / sec)
             add(setting, "worker_peak_rss_mb", rss)
+            est = [r["idle_estimate"]["seconds_per_epoch"] for r in runs[w] if r.get("idle_estimate")]
+            serial_cpu = [r["cpu_per_epoch"] for r in runs[0] if r.get("cpu_per_epoch")]
+            if est and serial_cpu:
+                add(setting, "est_idle_speedup", statistics.median(serial_cpu) / statistics.median(est))
             add(setting, "worker_rss_vs_serial", rss / serial_rss)
             summary[f"{w}_workers"] = {"seconds_per_epoch": sec, "worker_peak_rss_mb": rss,
                                        "per_round": [r["seconds_per_epoch"] for r in runs[w]]}
         summary["serial_per_round"] = [r["seconds_per_epoch"] for r in runs[0]]
+        summary["serial_cpu_per_epoch_per_round"] = [r.get("cpu_per_epoch") for r in runs[0]]
         details[f"timing:{comp}:summary"] = summary
 
 

@@ -144,8 +144,14 @@ def train_shard(payload: Dict[str, Any], update: Dict[str, Any], shard_url: str,
         return _train_shard(payload, update, shard_url, epoch, shard_index, fallback)
 
 
+def _process_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def _train_shard(payload, update, shard_url, epoch, shard_index, fallback):
     start = time.perf_counter()
+    cpu_start = time.thread_time()
     state = _worker_state(payload)
     try:
         _install(state, update)
@@ -183,6 +189,8 @@ def _train_shard(payload, update, shard_url, epoch, shard_index, fallback):
         "words": sum(len(eg.reference) for eg in order),
         "seconds": done - start,
         "phases": {"prepare": ready - start, "train": trained - ready, "delta": done - trained},
+        "task_cpu": time.thread_time() - cpu_start,   # CPU seconds of this task's thread
+        "process_cpu": _process_cpu(),                # the worker process's CPU seconds so far
         "delta_mb": sum(message_nbytes(d) for d in deltas.values()) / 1e6,
         "peak_rss_mb": _peak_rss_mb(),
         "pid": os.getpid(),
@@ -373,16 +381,18 @@ def train_distributed(config_path, output, *, overrides: Optional[Dict[str, Any]
         # while the driver applies the mix to its own copy, evaluates and saves.
         submitted = time.perf_counter()
         handle = executor.submit(_full_update(0, bases), 1, lambda: _full_update(0, bases))
-        epoch_start = submitted
+        epoch_start, driver_cpu = submitted, _process_cpu()
         for epoch in range(1, n_epochs + 1):
             results = executor.collect(handle)
             waited = time.perf_counter()
+            mix_cpu_start = time.thread_time()
             stats = [{k: v for k, v in r.items() if k != "deltas"} for r in results]
             mixes = {}
             for name, _ in pipes:
                 coefs = mixing_coefficients([s["mistakes"][name] for s in stats], mixing)
                 mixes[name] = mix_message(bases[name], [r["deltas"][name] for r in results], coefs)
             del results
+            mix_cpu = time.thread_time() - mix_cpu_start
             train_seconds = time.perf_counter() - submitted
             if epoch < n_epochs:
                 submitted = time.perf_counter()
@@ -401,6 +411,9 @@ def train_distributed(config_path, output, *, overrides: Optional[Dict[str, Any]
                    "shard_words": [s["words"] for s in stats],
                    "shard_phases": [s["phases"] for s in stats],
                    "mix_seconds": mix_seconds,
+                   "mix_message_cpu": mix_cpu,
+                   "shard_task_cpu": [s["task_cpu"] for s in stats],
+                   "shard_process_cpu": [[s["pid"], s["process_cpu"]] for s in stats],
                    "delta_mb": [s["delta_mb"] for s in stats],
                    "mix_mb": sum(message_nbytes(m) for m in mixes.values()) / 1e6,
                    "worker_peak_rss_mb": sorted({s["pid"]: s["peak_rss_mb"] for s in stats}.values())}
@@ -417,7 +430,8 @@ def train_distributed(config_path, output, *, overrides: Optional[Dict[str, Any]
             if on_epoch is not None:
                 on_epoch(row, nlp)
             row["wall_seconds"] = time.perf_counter() - epoch_start   # this epoch's share of the run
-            epoch_start = time.perf_counter()
+            row["driver_cpu"] = _process_cpu() - driver_cpu
+            epoch_start, driver_cpu = time.perf_counter(), _process_cpu()
         before_to_disk(nlp).to_disk(output / "model-last")
     finally:
         executor.close()
