@@ -192,10 +192,11 @@ def child_pipe(pipeline: str, texts_path: str, n_process: int) -> Dict[str, Any]
     load_start = C.load_average()
     nlp = spacy.load(pipeline)
     texts = Path(texts_path).read_text(encoding="utf8").splitlines()
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     n_words = sum(len(d) for d in nlp.pipe(texts, batch_size=256, n_process=n_process))
     seconds = time.perf_counter() - start
     return {"words": n_words, "seconds": seconds, "words_per_second": n_words / seconds,
+            "cpu": time.process_time() - cpu if n_process == 1 else None,
             "load_average_start": load_start, "load_average": C.load_average()}
 
 
@@ -405,6 +406,14 @@ def run_annotate(args, paths, work, rows, details, errors):
                               ("speedup_vs_pipe_n2", wps[setting] / wps["nlp.pipe(n_process=2)"])):
             rows.append({"system": system, "setting": setting, "dataset": ds, "split": "test", "metric": metric,
                          "value": value})
+    # On idle cores annotate takes about its busiest worker's CPU time (the partitions are
+    # independent); one nlp.pipe process takes its CPU time.
+    pipe_cpu = [r["cpu"] for r in runs["nlp.pipe, 1 process"] if r.get("cpu")]
+    for setting, fn, _ in settings:
+        est = [max(r["worker_cpu"].values()) for r in runs[setting] if fn == "child_annotate" and r.get("worker_cpu")]
+        if est and pipe_cpu:
+            rows.append({"system": "spacy_structperc annotate", "setting": setting, "dataset": ds, "split": "test",
+                         "metric": "est_idle_speedup", "value": statistics.median(pipe_cpu) / statistics.median(est)})
     loads = [x for r in sum(runs.values(), []) for x in (r.get("load_average_start"), r.get("load_average"))
              if x is not None]
     details["annotate:summary"] = {"words_per_second": wps, "rounds": args.rounds,

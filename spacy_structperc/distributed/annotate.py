@@ -207,7 +207,7 @@ def annotate_partition(part: Dict[str, Any], pipeline: str, output: str, jsonl: 
     import fsspec
     from spacy.tokens import DocBin
 
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.thread_time()
     nlp = _pipeline(pipeline, stamp)
     loaded = time.perf_counter()
     fs, _, (root,) = fsspec.get_fs_token_paths(output)
@@ -251,6 +251,7 @@ def annotate_partition(part: Dict[str, Any], pipeline: str, output: str, jsonl: 
     _write_atomic(fs, base + ".spacy", docs.to_bytes())
     return {"id": part["id"], "docs": len(docs), "errors": len(errors), "words": n_words,
             "seconds": time.perf_counter() - start, "pid": os.getpid(),
+            "cpu": time.thread_time() - cpu_start,
             "phases": {"load": loaded - start, "annotate": annotated - loaded,
                        "write": time.perf_counter() - annotated}}
 
@@ -311,4 +312,6 @@ def annotate(pipeline: str, input: str, output: str, *, client, partition_size: 
     return {"partitions": len(parts), "skipped": len(parts) - len(todo), "annotated": len(results),
             "docs": sum(r["docs"] for r in results), "errors": sum(r["errors"] for r in results),
             "words": words, "seconds": seconds, "words_per_second": words / seconds if seconds else 0.0,
-            "worker_phases": {k: sum(r["phases"][k] for r in results) for k in ("load", "annotate", "write")}}
+            "worker_phases": {k: sum(r["phases"][k] for r in results) for k in ("load", "annotate", "write")},
+            "worker_cpu": {str(pid): sum(r["cpu"] for r in results if r["pid"] == pid)
+                           for pid in sorted({r["pid"] for r in results})}}
