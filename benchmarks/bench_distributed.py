@@ -8,13 +8,19 @@ One run, on UD English EWT (gold tokenization, one Doc per sentence; XPOS in ``t
    (``train_distributed(simulate=True)``): a mix is the same whether its shards trained on one
    core or on S workers (tests/on_dask checks one case bit for bit), and the accuracy of 8 or 16
    shards needs no 16 cores. Each run is its own child process.
-2. timing (``--parts timing``): the same configs on a LocalCluster of 1, 2 and 4 worker processes
-   (one thread each, one shard per worker) for a few epochs: seconds per epoch (the training
-   phase: broadcast, shards, mixing; the median over epochs after the first, which also loads the
-   pipeline on the workers), the speed-up over one worker, and the workers' peak RSS.
+2. timing (``--parts timing``): the same configs trained serially in one process without Dask
+   (``child_serial``: spaCy's update loop, a dev evaluation per epoch, model-best saved) and on
+   a LocalCluster of 1, 2, ... worker processes (one thread each, one shard per worker): the
+   wall-clock seconds per epoch with its evaluation and saving (the median over the epochs after
+   the first, which also starts the workers), the speed-up over serial and over one worker, the
+   workers' peak RSS and its ratio to the serial process's.
 3. annotate (``--parts annotate``): words/s of ``python -m spacy_structperc annotate`` (warm
    workers) with 1 and 2 workers on the EWT training text, against one ``nlp.pipe`` process and
    ``nlp.pipe(n_process=2)``, with the tagger + parser pipeline of the serial run.
+
+Timing and annotate run every setting ``--rounds`` times in interleaved rounds (each round in
+another order) and report medians, so load from other jobs on a shared machine falls on all
+settings alike; every run records the load average at its start and end.
 
 Writes ``benchmarks/results/distributed.json`` and ``distributed_mixing.png``. Timings are only
 meaningful on an otherwise idle machine: each detail records the load average.
@@ -32,7 +38,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as C  # noqa: E402
@@ -77,38 +83,127 @@ def child_accuracy(config: str, train: str, dev: str, test: str, output: str, sh
     return {"curve": curve, "log_epochs": len(log["epochs"])}
 
 
+def child_serial(config: str, train: str, dev: str, output: str, epochs: int) -> Dict[str, Any]:
+    """The serial baseline: the config trained in this one process as `spacy train` does it (its
+    corpus readers, `nlp.update` on batches of the configured size, a dev evaluation after each
+    epoch and model-best saved when it improves), without Dask. Seconds per epoch: all of that,
+    as `train_distributed`'s are; `update_seconds` the updates alone. The peak RSS is the process's."""
+    import random
+
+    from spacy import util
+    from spacy.schemas import ConfigSchemaTraining
+    from spacy.training.initialize import init_nlp
+    from spacy.training.loop import create_evaluation_callback
+    from spacy.util import registry, resolve_dot_names
+
+    from spacy_structperc.distributed.train import _batches
+
+    load_start = C.load_average()
+    cfg = util.load_config(config, overrides={"paths.train": train, "paths.dev": dev}, interpolate=False)
+    nlp = init_nlp(cfg, use_gpu=-1)
+    T = registry.resolve(nlp.config.interpolate()["training"], schema=ConfigSchemaTraining)
+    train_corpus, dev_corpus = resolve_dot_names(nlp.config.interpolate(), [T["train_corpus"], T["dev_corpus"]])
+    examples = list(train_corpus(nlp))
+    evaluate = create_evaluation_callback(nlp, dev_corpus, T["score_weights"])
+    size = nlp.config["training"].get("batcher", {}).get("size", 1000)
+    payload = {"batch_words": size if isinstance(size, int) else 1000}
+    seconds, update_seconds, scores = [], [], []
+    best = None
+    Path(output).mkdir(parents=True, exist_ok=True)
+    cpu = []
+    for epoch in range(1, epochs + 1):
+        start, cpu_start = time.perf_counter(), time.process_time()
+        for _, pipe in nlp.pipeline:
+            if hasattr(pipe, "start_epoch"):
+                pipe.start_epoch(epoch - 1)
+        random.Random(f"0:{epoch}:0").shuffle(examples)
+        for batch in _batches(payload, examples):
+            nlp.update(batch, sgd=False, losses={}, exclude=T["frozen_components"],
+                       annotates=T["annotating_components"])
+        update_seconds.append(time.perf_counter() - start)
+        scores.append(evaluate()[0])
+        if best is None or scores[-1] > best:
+            best = scores[-1]
+            nlp.to_disk(Path(output) / "model-best")
+        seconds.append(time.perf_counter() - start)
+        cpu.append(time.process_time() - cpu_start)
+    steady = seconds[1:] or seconds
+    return {"train_seconds": seconds, "update_seconds": update_seconds, "cpu_seconds": cpu,
+            "cpu_per_epoch": statistics.median(cpu[1:] or cpu),
+            "seconds_per_epoch": statistics.median(steady), "dev_scores": scores,
+            "load_average_start": load_start, "load_average": C.load_average()}
+
+
 def child_timing(config: str, train: str, dev: str, output: str, workers: int, epochs: int) -> Dict[str, Any]:
     from distributed import Client, LocalCluster
 
     from spacy_structperc.distributed.train import train_distributed
 
+    load_start = C.load_average()
     with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
         with Client(cluster) as client:
             log = train_distributed(config, output, overrides={"paths.train": train, "paths.dev": dev},
                                     client=client, epochs=epochs)
     rows = log["epochs"]
-    steady = [r["train_seconds"] for r in rows[1:]] or [rows[0]["train_seconds"]]
-    return {"train_seconds": [r["train_seconds"] for r in rows], "seconds_per_epoch": statistics.median(steady),
+    # Wall-clock per epoch with its dev evaluation and saving, as the serial baseline counts it.
+    steady = [r["wall_seconds"] for r in rows[1:]] or [rows[0]["wall_seconds"]]
+    keep = ("epoch", "wall_seconds", "train_seconds", "mix_seconds", "shard_seconds", "shard_phases", "delta_mb", "mix_mb",
+            "worker_peak_rss_mb", "score", "driver_cpu", "mix_message_cpu", "shard_task_cpu", "shard_process_cpu")
+    return {"train_seconds": [r["wall_seconds"] for r in rows], "seconds_per_epoch": statistics.median(steady),
+            "idle_estimate": _idle_estimate([{k: r.get(k) for k in keep} for r in rows]),
             "worker_peak_rss_mb": max(max(r["worker_peak_rss_mb"]) for r in rows),
-            "dev_scores": [r["score"] for r in rows], "load_average": C.load_average()}
+            "dev_scores": [r["score"] for r in rows], "epochs": [{k: r[k] for k in keep} for r in rows],
+            "resent_full_base": log["resent_full_base"],
+            "load_average_start": load_start, "load_average": C.load_average()}
+
+
+def _idle_estimate(rows: List[Dict[str, Any]], cores: int = 2) -> Optional[Dict[str, Any]]:
+    """Seconds per epoch on `cores` idle cores, from CPU time (which other jobs do not inflate):
+    the longer of the critical path (the busiest worker process's CPU over the epoch, then the
+    driver's mix message) and all CPU spent (workers and driver) over the cores. Epochs after the
+    first; None without CPU figures."""
+    if not rows or "shard_process_cpu" not in rows[0] or rows[0].get("shard_process_cpu") is None:
+        return None
+    last: Dict[int, float] = {}
+    for pid, cpu in rows[0]["shard_process_cpu"]:
+        last[pid] = max(cpu, last.get(pid, 0.0))
+    epochs = []
+    for r in rows[1:]:
+        now: Dict[int, float] = {}
+        for pid, cpu in r["shard_process_cpu"]:
+            now[pid] = max(cpu, now.get(pid, 0.0))
+        if set(now) != set(last):      # a worker restarted: no clean figure for this epoch
+            last = now
+            continue
+        workers = [now[p] - last[p] for p in now]
+        critical = max(workers) + r["mix_message_cpu"]
+        total = sum(workers) + r["driver_cpu"]
+        epochs.append({"epoch": r["epoch"], "workers_cpu": workers, "driver_cpu": r["driver_cpu"],
+                       "critical": critical, "total": total, "seconds": max(critical, total / cores)})
+        last = now
+    if not epochs:
+        return None
+    return {"epochs": epochs, "seconds_per_epoch": statistics.median(e["seconds"] for e in epochs)}
 
 
 def child_pipe(pipeline: str, texts_path: str, n_process: int) -> Dict[str, Any]:
     import spacy
 
+    load_start = C.load_average()
     nlp = spacy.load(pipeline)
     texts = Path(texts_path).read_text(encoding="utf8").splitlines()
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     n_words = sum(len(d) for d in nlp.pipe(texts, batch_size=256, n_process=n_process))
     seconds = time.perf_counter() - start
     return {"words": n_words, "seconds": seconds, "words_per_second": n_words / seconds,
-            "load_average": C.load_average()}
+            "cpu": time.process_time() - cpu if n_process == 1 else None,
+            "load_average_start": load_start, "load_average": C.load_average()}
 
 
 def _warm(pipeline: str) -> None:
-    from spacy_structperc.distributed.annotate import _pipeline
+    from spacy_structperc.distributed.annotate import _pipeline, pipeline_stamp
 
-    _pipeline(pipeline)   # returns nothing: the pipeline stays on the worker
+    _pipeline(pipeline, pipeline_stamp(pipeline))   # returns nothing: the pipeline stays on the worker
 
 
 def child_annotate(pipeline: str, texts_path: str, output: str, workers: int) -> Dict[str, Any]:
@@ -118,12 +213,14 @@ def child_annotate(pipeline: str, texts_path: str, output: str, workers: int) ->
 
     from spacy_structperc.distributed.annotate import annotate
 
+    load_start = C.load_average()
     with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
         with Client(cluster) as client:
             # Load the pipeline on every worker first: the figure is the steady throughput.
             client.run(_warm, pipeline)
             shutil.rmtree(output, ignore_errors=True)
             summary = annotate(pipeline, texts_path, output, client=client, partition_size=500, progress=False)
+    summary["load_average_start"] = load_start
     summary["load_average"] = C.load_average()
     return summary
 
@@ -192,32 +289,84 @@ def run_accuracy(args, paths, work, rows, details, errors):
                                      "value": point["test"]["tag_acc"]})
 
 
+def _rounds(settings: List[Any], rounds: int) -> List[Any]:
+    """The settings `rounds` times, each round in another order (rotated), so that a load that
+    changes over the run falls on every setting alike."""
+    out = []
+    for r in range(rounds):
+        k = r % max(1, len(settings))
+        out.extend(settings[k:] + settings[:k])
+    return out
+
+
+def _median_of(runs: List[Dict[str, Any]], key: str) -> float:
+    return statistics.median(r[key] for r in runs)
+
+
 def run_timing(args, paths, work, rows, details, errors):
+    """Serial training (one process, no Dask) and LocalClusters of 1, 2, ... workers, in
+    interleaved rounds; per setting the median over rounds of the median epoch (after the first)."""
     for comp in args.components:
-        base = None
-        for workers in args.workers[comp]:
-            key = f"timing:{comp}:{workers}"
+        settings = [0] + args.workers[comp]            # 0: the serial baseline
+        runs: Dict[int, List[Dict[str, Any]]] = {w: [] for w in settings}
+        for i, workers in enumerate(_rounds(settings, args.rounds)):
+            r = i // len(settings)
+            key = f"timing:{comp}:{'serial' if workers == 0 else workers}:r{r}"
             print(f"== {key}", flush=True)
+            common = dict(config=str(C.REPO_ROOT / "configs" / CONFIGS[comp]), train=str(paths["train"]),
+                          dev=str(paths["dev"]), output=str(work / "runs" / key.replace(":", "-")),
+                          epochs=args.timing_epochs)
             try:
-                res = _child("child_timing", dict(
-                    config=str(C.REPO_ROOT / "configs" / CONFIGS[comp]), train=str(paths["train"]),
-                    dev=str(paths["dev"]), output=str(work / "runs" / key.replace(":", "-")), workers=workers,
-                    epochs=args.timing_epochs), work / "logs" / f"{key.replace(':', '-')}.log")
+                if workers == 0:
+                    res = _child("child_serial", common, work / "logs" / f"{key.replace(':', '-')}.log")
+                else:
+                    res = _child("child_timing", dict(common, workers=workers),
+                                 work / "logs" / f"{key.replace(':', '-')}.log")
             except Exception as e:
                 errors[key] = str(e)[-2000:]
                 print(errors[key])
                 continue
             details[key] = res
-            base = res["seconds_per_epoch"] if workers == 1 else base
-            setting = f"{workers} worker{'s' if workers > 1 else ''}"
-            sys_ = f"structperc_{comp}"
-            rows.append({"system": sys_, "setting": setting, "dataset": f"{DATASET} (timing)", "split": "test",
-                         "metric": "seconds_per_epoch", "value": res["seconds_per_epoch"]})
-            rows.append({"system": sys_, "setting": setting, "dataset": f"{DATASET} (timing)", "split": "test",
-                         "metric": "worker_peak_rss_mb", "value": res["worker_peak_rss_mb"]})
-            if base:
-                rows.append({"system": sys_, "setting": setting, "dataset": f"{DATASET} (timing)", "split": "test",
-                             "metric": "speedup", "value": base / res["seconds_per_epoch"]})
+            runs[workers].append(res)
+            print(f"   {res['seconds_per_epoch']:.2f} s/epoch, load {res.get('load_average_start')}"
+                  f"->{res.get('load_average')}", flush=True)
+        if not runs[0] or not all(runs[w] for w in args.workers[comp]):
+            continue
+        serial = _median_of(runs[0], "seconds_per_epoch")
+        serial_rss = max(r["peak_rss_self_mb"] for r in runs[0])
+        one = _median_of(runs[1], "seconds_per_epoch") if runs.get(1) else None
+        ds, sys_ = f"{DATASET} (timing)", f"structperc_{comp}"
+        loads = [x for w in settings for r in runs[w] for x in (r.get("load_average_start"), r.get("load_average"))
+                 if x is not None]
+        summary = {"serial_seconds_per_epoch": serial, "serial_peak_rss_mb": serial_rss,
+                   "rounds": args.rounds, "load_average_min": min(loads), "load_average_max": max(loads)}
+
+        def add(setting, metric, value):
+            rows.append({"system": sys_, "setting": setting, "dataset": ds, "split": "test", "metric": metric,
+                         "value": value})
+
+        add("serial (one process, no Dask)", "seconds_per_epoch", serial)
+        add("serial (one process, no Dask)", "speedup", 1.0)
+        add("serial (one process, no Dask)", "peak_rss_mb", serial_rss)
+        for w in args.workers[comp]:
+            setting = f"{w} worker{'s' if w > 1 else ''}"
+            sec = _median_of(runs[w], "seconds_per_epoch")
+            rss = max(r["worker_peak_rss_mb"] for r in runs[w])
+            add(setting, "seconds_per_epoch", sec)
+            add(setting, "speedup", serial / sec)
+            if one:
+                add(setting, "speedup_vs_1_worker", one / sec)
+            add(setting, "worker_peak_rss_mb", rss)
+            est = [r["idle_estimate"]["seconds_per_epoch"] for r in runs[w] if r.get("idle_estimate")]
+            serial_cpu = [r["cpu_per_epoch"] for r in runs[0] if r.get("cpu_per_epoch")]
+            if est and serial_cpu:
+                add(setting, "est_idle_speedup", statistics.median(serial_cpu) / statistics.median(est))
+            add(setting, "worker_rss_vs_serial", rss / serial_rss)
+            summary[f"{w}_workers"] = {"seconds_per_epoch": sec, "worker_peak_rss_mb": rss,
+                                       "per_round": [r["seconds_per_epoch"] for r in runs[w]]}
+        summary["serial_per_round"] = [r["seconds_per_epoch"] for r in runs[0]]
+        summary["serial_cpu_per_epoch_per_round"] = [r.get("cpu_per_epoch") for r in runs[0]]
+        details[f"timing:{comp}:summary"] = summary
 
 
 def run_annotate(args, paths, work, rows, details, errors):
@@ -226,31 +375,50 @@ def run_annotate(args, paths, work, rows, details, errors):
         errors["annotate"] = f"no pipeline at {pipeline}: run --parts accuracy (parser) first"
         print(errors["annotate"])
         return
-    runs = [("nlp.pipe, 1 process", "child_pipe", dict(n_process=1)),
-            ("nlp.pipe(n_process=2)", "child_pipe", dict(n_process=2)),
-            ("annotate, 1 worker", "child_annotate", dict(workers=1)),
-            ("annotate, 2 workers", "child_annotate", dict(workers=2))]
-    base = None
-    for setting, fn, extra in runs:
-        key = f"annotate:{setting}"
+    settings = [("nlp.pipe, 1 process", "child_pipe", dict(n_process=1)),
+                ("nlp.pipe(n_process=2)", "child_pipe", dict(n_process=2)),
+                ("annotate, 1 worker", "child_annotate", dict(workers=1)),
+                ("annotate, 2 workers", "child_annotate", dict(workers=2))]
+    runs: Dict[str, List[Dict[str, Any]]] = {name: [] for name, _, _ in settings}
+    for i, (setting, fn, extra) in enumerate(_rounds(settings, args.rounds)):
+        key = f"annotate:{setting}:r{i // len(settings)}"
         print(f"== {key}", flush=True)
         kwargs = dict(pipeline=str(pipeline), texts_path=str(paths["texts"]), **extra)
         if fn == "child_annotate":
             kwargs["output"] = str(work / "annotated" / f"w{extra['workers']}")
         try:
-            res = _child(fn, kwargs, log_path=work / "logs" / f"annotate-{C.slug(setting)}.log")
+            res = _child(fn, kwargs, log_path=work / "logs" / f"annotate-{C.slug(setting)}-r{i // len(settings)}.log")
         except Exception as e:
             errors[key] = str(e)[-2000:]
             print(errors[key])
             continue
         details[key] = res
-        base = res["words_per_second"] if setting == "nlp.pipe, 1 process" else base
+        runs[setting].append(res)
+        print(f"   {res['words_per_second']:.0f} words/s, load {res.get('load_average_start')}->"
+              f"{res.get('load_average')}", flush=True)
+    if not all(runs.values()):
+        return
+    wps = {name: _median_of(r, "words_per_second") for name, r in runs.items()}
+    ds = f"{DATASET} train text (annotate)"
+    for setting, fn, _ in settings:
         system = "spacy_structperc annotate" if fn == "child_annotate" else "spacy nlp.pipe"
-        rows.append({"system": system, "setting": setting, "dataset": f"{DATASET} train text (annotate)",
-                     "split": "test", "metric": "predict_wps", "value": res["words_per_second"]})
-        if base:
-            rows.append({"system": system, "setting": setting, "dataset": f"{DATASET} train text (annotate)",
-                         "split": "test", "metric": "speedup", "value": res["words_per_second"] / base})
+        for metric, value in (("predict_wps", wps[setting]), ("speedup", wps[setting] / wps["nlp.pipe, 1 process"]),
+                              ("speedup_vs_pipe_n2", wps[setting] / wps["nlp.pipe(n_process=2)"])):
+            rows.append({"system": system, "setting": setting, "dataset": ds, "split": "test", "metric": metric,
+                         "value": value})
+    # On idle cores annotate takes about its busiest worker's CPU time (the partitions are
+    # independent); one nlp.pipe process takes its CPU time.
+    pipe_cpu = [r["cpu"] for r in runs["nlp.pipe, 1 process"] if r.get("cpu")]
+    for setting, fn, _ in settings:
+        est = [max(r["worker_cpu"].values()) for r in runs[setting] if fn == "child_annotate" and r.get("worker_cpu")]
+        if est and pipe_cpu:
+            rows.append({"system": "spacy_structperc annotate", "setting": setting, "dataset": ds, "split": "test",
+                         "metric": "est_idle_speedup", "value": statistics.median(pipe_cpu) / statistics.median(est)})
+    loads = [x for r in sum(runs.values(), []) for x in (r.get("load_average_start"), r.get("load_average"))
+             if x is not None]
+    details["annotate:summary"] = {"words_per_second": wps, "rounds": args.rounds,
+                                   "per_round": {k: [r["words_per_second"] for r in v] for k, v in runs.items()},
+                                   "load_average_min": min(loads), "load_average_max": max(loads)}
 
 
 def plot(results: Dict[str, Any]) -> None:
@@ -296,9 +464,11 @@ def main() -> None:
     parser.add_argument("--extra-epochs", type=int, default=2)
     parser.add_argument("--tagger-shards", default="2,4,8,16")
     parser.add_argument("--parser-shards", default="2,4")
-    parser.add_argument("--tagger-workers", default="1,2,4")
+    parser.add_argument("--tagger-workers", default="1,2")
     parser.add_argument("--parser-workers", default="1,2")
-    parser.add_argument("--timing-epochs", type=int, default=3)
+    parser.add_argument("--timing-epochs", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=2,
+                        help="timing and annotate: interleaved rounds of every setting (medians reported)")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--plots-only", action="store_true")
     parser.add_argument("--reuse", action="store_true", help="reuse child results with the same inputs")
@@ -331,12 +501,22 @@ def main() -> None:
 
 def save(args, rows, details, errors, load_before) -> None:
     done = {(r["system"], r["setting"], r["dataset"]) for r in rows}
-    C.save_results(RESULTS, COMPONENT, rows, details, replace=lambda r: (r["system"], r["setting"], r["dataset"]) in done,
-                   errors=errors, command=" ".join(sys.argv), quick=args.quick,
+    # A timing or annotate part replaces all of that part's rows and details (its settings changed).
+    redone = {part for part in ("timing", "annotate") if any(k.startswith(part + ":") for k in details)}
+    suffix = {"timing": "(timing)", "annotate": "(annotate)"}
+
+    def replace(r):
+        return (r["system"], r["setting"], r["dataset"]) in done or \
+            any(r["dataset"].endswith(suffix[p]) for p in redone)
+
+    C.save_results(RESULTS, COMPONENT, rows, details, replace=replace,
+                   drop_detail=lambda k: k.split(":", 1)[0] in redone, errors=errors, command=" ".join(sys.argv), quick=args.quick,
                    load_average_at_start=load_before, load_average_at_end=C.load_average(),
                    notes=("Accuracy: shards trained in turn in one process (the same mix as on S workers). "
-                          "Timing: LocalCluster, one single-threaded worker process per shard, on a shared "
-                          "2-core machine: see load averages in details."))
+                          "Timing: serial = one process without Dask; N workers = LocalCluster, one "
+                          "single-threaded worker process per shard; settings run in interleaved rounds "
+                          "(--rounds), medians reported, on a shared 2-core machine: load averages in details "
+                          "(timing:*:summary, annotate:summary)."))
 
 
 if __name__ == "__main__":

@@ -51,7 +51,11 @@ METRICS: Dict[str, Tuple[str, Any]] = {
     # bench_distributed.py
     "seconds_per_epoch": ("s / epoch", lambda v: f"{v:,.1f}"),
     "speedup": ("speed-up", lambda v: f"{v:.2f}x"),
+    "speedup_vs_1_worker": ("vs 1 worker", lambda v: f"{v:.2f}x"),
+    "est_idle_speedup": ("est. speed-up, idle cores", lambda v: f"{v:.2f}x"),
+    "speedup_vs_pipe_n2": ("vs n_process=2", lambda v: f"{v:.2f}x"),
     "worker_peak_rss_mb": ("worker peak RSS (MB)", lambda v: f"{v:,.0f}"),
+    "worker_rss_vs_serial": ("worker RSS / serial", lambda v: f"{v:.2f}"),
 }
 
 

@@ -21,6 +21,7 @@ import uuid
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from ..errors import Errors
+from ._docbin import add_docs, get_docs, set_user_data
 
 KINDS = {".txt": "text", ".jsonl": "jsonl", ".spacy": "spacy"}
 MANIFEST = "annotate.json"
@@ -89,13 +90,30 @@ def plan_partitions(paths: List[str], partition_size: int) -> List[Dict[str, Any
 
 # The task a worker runs ------------------------------------------------------------------------
 
-def _pipeline(path: str):
-    nlp = _WORKER_NLP.get(path)
+def pipeline_stamp(path: str) -> str:
+    """A stamp of the saved pipeline at `path` (each file's name, size and modification time),
+    so a worker reloads a pipeline that was saved again under the same path."""
+    import hashlib
+
+    import fsspec
+
+    fs, _, (root,) = fsspec.get_fs_token_paths(path)
+    h = hashlib.sha1()
+    for name, info in sorted(fs.find(root, detail=True).items()):
+        h.update(f"{name}\0{info.get('size')}\0{info.get('mtime', info.get('LastModified', ''))}\n".encode())
+    return h.hexdigest()
+
+
+def _pipeline(path: str, stamp: Optional[str] = None):
+    """The pipeline at `path`, loaded once per worker process and kept for later partitions
+    (and later runs) while its stamp is the same."""
+    key = (path, stamp)
+    nlp = _WORKER_NLP.get(key)
     if nlp is None:
         import spacy
 
         _WORKER_NLP.clear()
-        nlp = _WORKER_NLP[path] = spacy.load(path)
+        nlp = _WORKER_NLP[key] = spacy.load(path)
     return nlp
 
 
@@ -109,7 +127,7 @@ def _records(part: Dict[str, Any], nlp) -> Iterator[Tuple[Dict[str, Any], Any, O
 
         with fsspec.open(path, "rb") as fh:
             db = DocBin().from_bytes(fh.read())
-        for i, doc in enumerate(db.get_docs(nlp.vocab)):
+        for i, doc in enumerate(get_docs(db, nlp.vocab)):
             if part["start"] <= i < part["stop"]:
                 yield {"source": path, "line": i}, doc, None
         return
@@ -184,16 +202,18 @@ def _write_atomic(fs, path: str, data: bytes) -> None:
 
 
 def annotate_partition(part: Dict[str, Any], pipeline: str, output: str, jsonl: bool = False,
-                       batch_size: int = 256) -> Dict[str, Any]:
+                       batch_size: int = 256, stamp: Optional[str] = None) -> Dict[str, Any]:
     """Annotate one partition and write its files (the .spacy last). Returns its counts."""
     import fsspec
     from spacy.tokens import DocBin
 
-    start = time.perf_counter()
-    nlp = _pipeline(pipeline)
+    start, cpu_start = time.perf_counter(), time.thread_time()
+    nlp = _pipeline(pipeline, stamp)
+    loaded = time.perf_counter()
     fs, _, (root,) = fsspec.get_fs_token_paths(output)
     base = f"{root.rstrip('/')}/{part['id']}"
-    docs = DocBin(store_user_data=True)
+    docs = DocBin()   # user data set at the end, packed the fast way (see _docbin.py)
+    user_data: List[Dict[str, Any]] = []
     errors: List[Dict[str, Any]] = []
     lines: List[str] = []
     n_words = 0
@@ -201,15 +221,18 @@ def annotate_partition(part: Dict[str, Any], pipeline: str, output: str, jsonl: 
 
     def flush():
         nonlocal n_words
+        done = []
         for ident, doc, error in _annotate(nlp, pending, batch_size):
             if error is not None:
                 errors.append({**ident, "reason": error})
                 continue
-            doc.user_data.update({k: v for k, v in ident.items()})
-            docs.add(doc)
+            doc.user_data.update(ident)
+            done.append(doc)
+            user_data.append(dict(doc.user_data))
             n_words += len(doc)
             if jsonl:
                 lines.append(json.dumps(doc_to_json(doc, ident), ensure_ascii=False))
+        add_docs(docs, done)
         pending.clear()
 
     for ident, x, error in _records(part, nlp):
@@ -220,12 +243,17 @@ def annotate_partition(part: Dict[str, Any], pipeline: str, output: str, jsonl: 
         if len(pending) >= batch_size:
             flush()
     flush()
+    annotated = time.perf_counter()
     _write_atomic(fs, base + ".errors.jsonl", "".join(json.dumps(e) + "\n" for e in errors).encode("utf8"))
     if jsonl:
         _write_atomic(fs, base + ".jsonl", "".join(line + "\n" for line in lines).encode("utf8"))
+    set_user_data(docs, user_data)
     _write_atomic(fs, base + ".spacy", docs.to_bytes())
     return {"id": part["id"], "docs": len(docs), "errors": len(errors), "words": n_words,
-            "seconds": time.perf_counter() - start, "pid": os.getpid()}
+            "seconds": time.perf_counter() - start, "pid": os.getpid(),
+            "cpu": time.thread_time() - cpu_start,
+            "phases": {"load": loaded - start, "annotate": annotated - loaded,
+                       "write": time.perf_counter() - annotated}}
 
 
 # The driver ------------------------------------------------------------------------------------
@@ -259,7 +287,8 @@ def annotate(pipeline: str, input: str, output: str, *, client, partition_size: 
     todo = [p for p in parts if not fs.exists(f"{root.rstrip('/')}/{p['id']}.spacy")]
     token = uuid.uuid4().hex[:12]
     start = time.perf_counter()
-    futures = [client.submit(annotate_partition, p, pipeline, output, jsonl, batch_size, pure=False,
+    stamp = pipeline_stamp(pipeline)
+    futures = [client.submit(annotate_partition, p, pipeline, output, jsonl, batch_size, stamp, pure=False,
                              key=f"structperc-annotate-{token}-{p['id']}") for p in todo]
     results = []
     bar = None
@@ -282,4 +311,7 @@ def annotate(pipeline: str, input: str, output: str, *, client, partition_size: 
     words = sum(r["words"] for r in results)
     return {"partitions": len(parts), "skipped": len(parts) - len(todo), "annotated": len(results),
             "docs": sum(r["docs"] for r in results), "errors": sum(r["errors"] for r in results),
-            "words": words, "seconds": seconds, "words_per_second": words / seconds if seconds else 0.0}
+            "words": words, "seconds": seconds, "words_per_second": words / seconds if seconds else 0.0,
+            "worker_phases": {k: sum(r["phases"][k] for r in results) for k in ("load", "annotate", "write")},
+            "worker_cpu": {str(pid): sum(r["cpu"] for r in results if r["pid"] == pid)
+                           for pid in sorted({r["pid"] for r in results})}}

@@ -5,27 +5,33 @@ trains one pass from the current mix, and the S resulting weight vectors are mix
 or weighted by each shard's mistakes) into the seed of the next epoch.
 
 The driver initializes the pipeline as `spacy train` does (`init_nlp`), writes the shards where
-the workers can read them (a local folder or any fsspec URL), sends the initialized pipeline once
-as `nlp.to_bytes()` and, every epoch, the mixed training state of each perceptron component (see
-`mixing.py`). Workers keep the pipeline and their shard between epochs; a worker that dies loses
-nothing: its task is pure (the mix, the shard, the epoch and the seed fix its result), so Dask
-runs it again elsewhere and the epoch's mix is the one it would have been.
+the workers can read them (a local folder or any fsspec URL) and sends the initialized pipeline
+once as `nlp.to_bytes()`. Workers keep the pipeline, their shard and the current mix between
+epochs (resident, keyed by the run's token: a new run drops the last one's). Each epoch a shard
+sends back only the cells it changed, and the driver broadcasts only the mix of those cells (see
+`delta.py`: the result is `WeightsMixer`'s on the full states, bit for bit). A worker that dies
+loses nothing: its task is pure (the mix, the shard, the epoch and the seed fix its result), so
+Dask runs it again elsewhere, and a worker that does not hold the mix the task starts from (a
+restarted one) gets the full base from the driver; the epoch's mix is the one it would have been.
 """
 import json
 import os
 import random
 import resource
+import threading
 import time
 import uuid
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from ..errors import Errors
-from .mixing import load_pipe_state, mix_pipe_states, mixable_pipes, mixing_coefficients, pipe_state
+from ._docbin import get_docs, set_user_data
+from .delta import apply_mix, copy_base, dense_arrays, make_base, message_nbytes, mix_message, shard_delta
+from .mixing import load_pipe_state, mixable_pipes, mixing_coefficients
 
 MIXING = ("uniform", "mistakes")
-_WORKER_NLP: Dict[str, Any] = {}      # run token -> the worker's pipeline (one run at a time)
-_WORKER_SHARDS: Dict[str, Any] = {}   # shard URL -> its examples
+_WORKER: Dict[str, Any] = {}   # this worker's resident run: token, pipeline, shards, bases of the mix
+_WORKER_LOCK = threading.Lock()  # one shard at a time per process (workers with several threads)
 
 
 def _peak_rss_mb() -> float:
@@ -47,10 +53,11 @@ def write_shards(examples: Sequence, n_shards: int, shard_dir: str) -> List[str]
     fs.makedirs(root, exist_ok=True)
     urls = []
     for s in range(n_shards):
-        ref, pred = DocBin(store_user_data=True), DocBin(attrs=["ORTH", "SPACY"], store_user_data=False)
+        ref, pred = DocBin(), DocBin(attrs=["ORTH", "SPACY"], store_user_data=False)
         for eg in examples[s::n_shards]:
             ref.add(eg.reference)
             pred.add(eg.predicted)
+        set_user_data(ref, [dict(eg.reference.user_data) for eg in examples[s::n_shards]])
         prefix = f"{shard_dir.rstrip('/')}/shard-{s:03d}"
         for suffix, db in ((".reference.spacy", ref), (".predicted.spacy", pred)):
             with fsspec.open(prefix + suffix, "wb") as f:
@@ -66,7 +73,7 @@ def read_shard(url: str, nlp) -> List:
 
     try:
         with fsspec.open(url + ".reference.spacy", "rb") as f:
-            refs = list(DocBin().from_bytes(f.read()).get_docs(nlp.vocab))
+            refs = list(get_docs(DocBin().from_bytes(f.read()), nlp.vocab))
         with fsspec.open(url + ".predicted.spacy", "rb") as f:
             preds = list(DocBin().from_bytes(f.read()).get_docs(nlp.vocab))
     except (OSError, ValueError) as e:
@@ -76,19 +83,43 @@ def read_shard(url: str, nlp) -> List:
 
 # The task a worker runs ------------------------------------------------------------------------
 
-def _worker_pipeline(payload: Dict[str, Any]):
-    nlp = _WORKER_NLP.get(payload["token"])
-    if nlp is None:
+class NeedsBase(Exception):
+    """The worker does not hold the mix a task starts from (a fresh or restarted worker, or one
+    that missed an epoch): the driver resends that task with the full base."""
+
+
+def _worker_state(payload: Dict[str, Any]) -> Dict[str, Any]:
+    """This process's resident run: the pipeline, the shards it read and the bases of the current
+    mix, kept across epochs. A task of another run (another token) replaces all of it (the dict
+    is replaced, not emptied, so a task still holding the old one is not disturbed)."""
+    global _WORKER
+    state = _WORKER
+    if state.get("token") != payload["token"]:
         from spacy import util
         from thinc.api import Config
 
-        _WORKER_NLP.clear()     # a new run: drop the last one's pipeline and shards
-        _WORKER_SHARDS.clear()
+        _WORKER = {}
         config = Config().from_str(payload["config"], interpolate=False)
         nlp = util.load_model_from_config(config, auto_fill=False, validate=False)
         nlp.from_bytes(payload["nlp"])
-        _WORKER_NLP[payload["token"]] = nlp
-    return nlp
+        state = {"token": payload["token"], "nlp": nlp, "shards": {}, "bases": None, "version": None}
+        _WORKER = state
+    return state
+
+
+def _install(state: Dict[str, Any], update: Dict[str, Any]) -> None:
+    """Bring the worker's bases to the mix `update` describes: a full base, or the mix message
+    from the version before."""
+    version = update["version"]
+    if state["version"] == version:
+        return
+    if update["kind"] == "full":
+        state["bases"] = {name: copy_base(base) for name, base in update["bases"].items()}
+    elif state["version"] == version - 1 and state["bases"] is not None:
+        state["bases"] = {name: apply_mix(state["bases"][name], msg) for name, msg in update["mixes"].items()}
+    else:
+        raise NeedsBase(f"worker {os.getpid()} holds mix {state['version']}, the task needs {version}")
+    state["version"] = version
 
 
 def _batches(payload: Dict[str, Any], examples: List) -> Iterator[List]:
@@ -104,16 +135,37 @@ def _batches(payload: Dict[str, Any], examples: List) -> Iterator[List]:
         yield batch
 
 
-def train_shard(payload: Dict[str, Any], states: Dict[str, Dict], shard_url: str, epoch: int,
-                shard_index: int) -> Dict[str, Any]:
-    """One epoch over one shard from the mixed `states`: the shard's new states and statistics."""
+def train_shard(payload: Dict[str, Any], update: Dict[str, Any], shard_url: str, epoch: int,
+                shard_index: int, fallback: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+    """One epoch over one shard from the mix `update` leads to (or `fallback`, a full base, if
+    this worker cannot get there): what the shard changed (`delta.shard_delta` per component) and
+    its statistics."""
+    with _WORKER_LOCK:
+        return _train_shard(payload, update, shard_url, epoch, shard_index, fallback)
+
+
+def _process_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _train_shard(payload, update, shard_url, epoch, shard_index, fallback):
     start = time.perf_counter()
-    nlp = _worker_pipeline(payload)
-    examples = _WORKER_SHARDS.get(shard_url)
+    cpu_start = time.thread_time()
+    state = _worker_state(payload)
+    try:
+        _install(state, update)
+    except NeedsBase:
+        if fallback is None:
+            raise
+        _install(state, fallback)
+    nlp = state["nlp"]
+    examples = state["shards"].get(shard_url)
     if examples is None:
-        examples = _WORKER_SHARDS[shard_url] = read_shard(shard_url, nlp)
-    for name, state in states.items():
-        load_pipe_state(nlp.get_pipe(name), state)
+        examples = state["shards"][shard_url] = read_shard(shard_url, nlp)
+    bases = state["bases"]
+    for name, base in bases.items():
+        load_base(nlp.get_pipe(name), base)
     for _, pipe in nlp.pipeline:
         start_epoch = getattr(pipe, "start_epoch", None)
         if start_epoch is not None:
@@ -121,79 +173,130 @@ def train_shard(payload: Dict[str, Any], states: Dict[str, Dict], shard_url: str
     order = list(examples)
     random.Random(f"{payload['seed']}:{epoch}:{shard_index}").shuffle(order)
     losses: Dict[str, float] = {}
+    ready = time.perf_counter()
     for batch in _batches(payload, order):
         nlp.update(batch, sgd=False, losses=losses, exclude=payload["frozen"],
                    annotates=payload["annotating"])
+    trained = time.perf_counter()
+    deltas = {}
+    for name in bases:
+        deltas[name] = shard_delta(bases[name], *nlp.get_pipe(name).model.weights.state_arrays())
+    done = time.perf_counter()
     return {
-        "states": {name: pipe_state(nlp.get_pipe(name)) for name in states},
-        "mistakes": {name: float(losses.get(name, 0.0)) for name in states},
+        "deltas": deltas,
+        "mistakes": {name: float(losses.get(name, 0.0)) for name in bases},
         "examples": len(order),
         "words": sum(len(eg.reference) for eg in order),
-        "seconds": time.perf_counter() - start,
+        "seconds": done - start,
+        "phases": {"prepare": ready - start, "train": trained - ready, "delta": done - trained},
+        "task_cpu": time.thread_time() - cpu_start,   # CPU seconds of this task's thread
+        "process_cpu": _process_cpu(),                # the worker process's CPU seconds so far
+        "delta_mb": sum(message_nbytes(d) for d in deltas.values()) / 1e6,
         "peak_rss_mb": _peak_rss_mb(),
         "pid": os.getpid(),
     }
 
 
-def _stats(result: Dict[str, Any]) -> Dict[str, Any]:
-    return {k: v for k, v in result.items() if k != "states"}
+def resident_run() -> Dict[str, Any]:
+    """What this process holds for a run (for tests and diagnostics): its token, the shards it
+    read and the mix version."""
+    return {"token": _WORKER.get("token"), "shards": sorted(_WORKER.get("shards") or ()),
+            "version": _WORKER.get("version")}
 
 
-def _component_state(result: Dict[str, Any], name: str) -> Dict:
-    return result["states"][name]
+def forget_resident_run() -> None:
+    """Drop this process's resident run (as a restarted worker would have)."""
+    global _WORKER
+    _WORKER = {}
+
+
+def load_base(pipe, base: Dict[str, Any]) -> None:
+    """Make a (sparse) base the pipe's training state. The table is emptied first, so its old
+    accumulators are freed before the dense arrays for `load_arrays` are built."""
+    import numpy
+
+    weights = pipe.model.weights
+    C = weights.n_classes
+    weights.load_arrays(numpy.zeros(0, numpy.uint64), numpy.zeros((0, C), numpy.float32), None, 0)
+    keys, W, U, clock = dense_arrays(base)
+    load_pipe_state(pipe, {"keys": keys, "W": W, "U": U, "clock": clock})
+
+
+def _full_update(version: int, bases: Dict[str, Any]) -> Dict[str, Any]:
+    return {"version": version, "kind": "full", "bases": bases}
 
 
 # Executors: where the shards train -------------------------------------------------------------
 
 class SequentialExecutor:
     """Every shard in this process, one after another: serial training (one shard), and the
-    simulation of a larger cluster (accuracy does not need real cores)."""
+    simulation of a larger cluster (accuracy does not need real cores). The shards run the very
+    task the workers run, so a simulated mix is the cluster's mix bit for bit."""
 
     def __init__(self, payload: Dict[str, Any], shard_urls: List[str]):
         self.payload, self.shard_urls = payload, shard_urls
         self.n_workers = 1
 
-    def run_epoch(self, states, epoch):
-        results = [train_shard(self.payload, states, url, epoch, i) for i, url in enumerate(self.shard_urls)]
-        stats = [_stats(r) for r in results]
+    def submit(self, update, epoch, full_base):
+        return update, epoch
 
-        def fetch(name):
-            for r in results:
-                yield r["states"].pop(name)
-        return stats, fetch
+    def collect(self, handle):
+        update, epoch = handle
+        return [train_shard(self.payload, update, url, epoch, i) for i, url in enumerate(self.shard_urls)]
 
     def worker_peak_rss_mb(self) -> List[float]:
         return [_peak_rss_mb()]
 
     def close(self):
-        _WORKER_NLP.pop(self.payload["token"], None)
-        _WORKER_SHARDS.clear()
+        if _WORKER.get("token") == self.payload["token"]:
+            forget_resident_run()
 
 
 class DaskExecutor:
-    """Shards as Dask tasks; the pipeline bytes are broadcast once, the mixed states per epoch."""
+    """Shards as Dask tasks on workers that keep their pipeline, shard and mix between epochs:
+    the pipeline travels once, then each epoch the mix message out (one broadcast) and each
+    shard's delta back."""
 
     def __init__(self, client, payload: Dict[str, Any], shard_urls: List[str]):
         self.client, self.payload, self.shard_urls = client, payload, shard_urls
         [self._payload_f] = client.scatter([payload], broadcast=True, hash=False)
         self.n_workers = len(client.scheduler_info()["workers"])
+        self.resent = 0
 
-    def run_epoch(self, states, epoch):
+    def submit(self, update, epoch, full_base):
+        """Start an epoch's shards (they run while the driver evaluates the last epoch)."""
         client, token = self.client, self.payload["token"][:12]
-        [states_f] = client.scatter([states], broadcast=True, hash=False)
-        futures = [client.submit(train_shard, self._payload_f, states_f, url, epoch, i, pure=False,
-                                 key=f"structperc-train-{token}-e{epoch}-s{i}")
+        [update_f] = client.scatter([update], broadcast=True, hash=False)
+        # Shard i on the same worker every epoch (it holds the shard's examples), unless it is gone.
+        workers = sorted(client.scheduler_info()["workers"])
+        futures = [client.submit(train_shard, self._payload_f, update_f, url, epoch, i, pure=False,
+                                 key=f"structperc-train-{token}-e{epoch}-s{i}",
+                                 workers=[workers[i % len(workers)]], allow_other_workers=True)
                    for i, url in enumerate(self.shard_urls)]
-        stats = client.gather([client.submit(_stats, f, pure=False, key=f"structperc-stats-{token}-e{epoch}-s{i}")
-                               for i, f in enumerate(futures)])
-        del states_f
+        return {"update": update_f, "futures": futures, "epoch": epoch, "full_base": full_base}
 
-        def fetch(name):
-            # In shard order (a deterministic mix), one shard's state on the driver at a time.
-            for i, f in enumerate(futures):
-                yield client.submit(_component_state, f, name, pure=False,
-                                    key=f"structperc-state-{token}-e{epoch}-s{i}-{name}").result()
-        return stats, fetch
+    def collect(self, handle):
+        """The epoch's shard results; a shard whose worker lacked the mix is rerun with the full
+        base (`full_base()`, called only then)."""
+        from distributed import wait
+
+        client, token = self.client, self.payload["token"][:12]
+        futures, epoch = handle["futures"], handle["epoch"]
+        wait(futures)
+        full_f = None
+        for i, f in enumerate(futures):
+            if f.status == "error" and isinstance(f.exception(), NeedsBase):
+                # A worker without the mix (restarted, or idle last epoch): send it the full base.
+                if full_f is None:
+                    [full_f] = client.scatter([handle["full_base"]()], hash=False)
+                futures[i] = client.submit(train_shard, self._payload_f, handle["update"], self.shard_urls[i],
+                                           epoch, i, full_f, pure=False,
+                                           key=f"structperc-train-{token}-e{epoch}-s{i}-full")
+                self.resent += 1
+        results = client.gather(futures)
+        handle.clear()
+        del full_f, futures
+        return results
 
     def worker_peak_rss_mb(self) -> List[float]:
         return sorted(self.client.run(_peak_rss_mb).values())
@@ -250,8 +353,9 @@ def train_distributed(config_path, output, *, overrides: Optional[Dict[str, Any]
     urls = write_shards(examples, n_shards, shard_dir or str(output / "shards"))
     del examples
     batcher_size = nlp.config["training"].get("batcher", {}).get("size", 1000)
+    token = uuid.uuid4().hex
     payload = {
-        "token": uuid.uuid4().hex, "config": nlp.config.to_str(), "nlp": nlp.to_bytes(),
+        "token": token, "config": nlp.config.to_str(), "nlp": nlp.to_bytes(),
         "frozen": frozen, "annotating": annotating, "seed": T["seed"] if T["seed"] is not None else 0,
         "batch_words": batcher_size if isinstance(batcher_size, int) else 1000,
     }
@@ -268,26 +372,50 @@ def train_distributed(config_path, output, *, overrides: Optional[Dict[str, Any]
         header = ["E", "SECONDS", *[f"MISTAKES/SHARD {n.upper()}" for n in names],
                   *[k.upper() for k in score_keys], "SCORE"]
         printer("  ".join(f"{h:>12}" for h in header))
-    log: Dict[str, Any] = {"config": str(config_path), "n_shards": n_shards, "mixing": mixing,
+    log: Dict[str, Any] = {"config": str(config_path), "run": token, "n_shards": n_shards, "mixing": mixing,
                            "n_workers": executor.n_workers, "epochs": []}
     best = None
+    bases = {name: make_base(*pipe.model.weights.state_arrays()) for name, pipe in pipes}
     try:
+        # Epoch e+1's shards are submitted as soon as epoch e's mix message exists: they train
+        # while the driver applies the mix to its own copy, evaluates and saves.
+        submitted = time.perf_counter()
+        handle = executor.submit(_full_update(0, bases), 1, lambda: _full_update(0, bases))
+        epoch_start, driver_cpu = submitted, _process_cpu()
         for epoch in range(1, n_epochs + 1):
-            start = time.perf_counter()
-            states = {name: pipe_state(pipe) for name, pipe in pipes}
-            stats, fetch = executor.run_epoch(states, epoch)
-            del states
-            for name, pipe in pipes:
+            results = executor.collect(handle)
+            waited = time.perf_counter()
+            mix_cpu_start = time.thread_time()
+            stats = [{k: v for k, v in r.items() if k != "deltas"} for r in results]
+            mixes = {}
+            for name, _ in pipes:
                 coefs = mixing_coefficients([s["mistakes"][name] for s in stats], mixing)
-                mix_pipe_states(pipe, zip(fetch(name), coefs))
-            train_seconds = time.perf_counter() - start
+                mixes[name] = mix_message(bases[name], [r["deltas"][name] for r in results], coefs)
+            del results
+            mix_cpu = time.thread_time() - mix_cpu_start
+            train_seconds = time.perf_counter() - submitted
+            if epoch < n_epochs:
+                submitted = time.perf_counter()
+                handle = executor.submit({"version": epoch, "kind": "delta", "mixes": mixes}, epoch + 1,
+                                         lambda v=epoch: _full_update(v, bases))
+            for name, pipe in pipes:
+                bases[name] = apply_mix(bases[name], mixes[name])
+                load_base(pipe, bases[name])
+            mix_seconds = time.perf_counter() - waited
             score, scores = evaluate()
             row = {"epoch": epoch, "train_seconds": train_seconds,
-                   "seconds": time.perf_counter() - start, "score": score,
+                   "seconds": time.perf_counter() - epoch_start, "score": score,
                    "scores": {k: v for k, v in scores.items() if isinstance(v, (int, float))},
                    "mistakes": {n: [s["mistakes"][n] for s in stats] for n in names},
                    "shard_seconds": [s["seconds"] for s in stats],
                    "shard_words": [s["words"] for s in stats],
+                   "shard_phases": [s["phases"] for s in stats],
+                   "mix_seconds": mix_seconds,
+                   "mix_message_cpu": mix_cpu,
+                   "shard_task_cpu": [s["task_cpu"] for s in stats],
+                   "shard_process_cpu": [[s["pid"], s["process_cpu"]] for s in stats],
+                   "delta_mb": [s["delta_mb"] for s in stats],
+                   "mix_mb": sum(message_nbytes(m) for m in mixes.values()) / 1e6,
                    "worker_peak_rss_mb": sorted({s["pid"]: s["peak_rss_mb"] for s in stats}.values())}
             log["epochs"].append(row)
             nlp.meta["performance"] = {**row["scores"], "score": score}
@@ -301,9 +429,13 @@ def train_distributed(config_path, output, *, overrides: Optional[Dict[str, Any]
                 printer("  ".join(f"{c:>12}" for c in cells))
             if on_epoch is not None:
                 on_epoch(row, nlp)
+            row["wall_seconds"] = time.perf_counter() - epoch_start   # this epoch's share of the run
+            row["driver_cpu"] = _process_cpu() - driver_cpu
+            epoch_start, driver_cpu = time.perf_counter(), _process_cpu()
         before_to_disk(nlp).to_disk(output / "model-last")
     finally:
         executor.close()
     log["best_score"] = best
+    log["resent_full_base"] = getattr(executor, "resent", 0)
     (output / "ipm_log.json").write_text(json.dumps(log, indent=2))
     return log

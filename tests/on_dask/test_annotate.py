@@ -126,3 +126,20 @@ def test_a_worker_killed_mid_partition_loses_no_record(tmp_path, cluster, pipeli
     annotate(pipeline, str(src), str(tmp_path / "out"), client=cluster, partition_size=7, progress=False)
     assert_killed(marker)
     assert _outputs(tmp_path / "out")[0] == Counter(records)
+
+
+def test_a_pipeline_saved_again_under_the_same_path_is_reloaded(pipeline, tmp_path):
+    """Workers keep the loaded pipeline between partitions and runs, keyed by path and stamp:
+    the same files give the same object, a pipeline saved again there a fresh load."""
+    import shutil
+
+    from spacy_structperc.distributed.annotate import _pipeline, pipeline_stamp
+
+    path = tmp_path / "model"
+    shutil.copytree(pipeline, path)
+    first = _pipeline(str(path), pipeline_stamp(str(path)))
+    assert _pipeline(str(path), pipeline_stamp(str(path))) is first
+    first.meta["name"] = "saved_again_with_a_longer_name"
+    first.to_disk(path)
+    again = _pipeline(str(path), pipeline_stamp(str(path)))
+    assert again is not first and again.meta["name"] == "saved_again_with_a_longer_name"

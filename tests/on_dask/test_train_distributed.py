@@ -16,6 +16,8 @@ from spacy.training import Example
 
 from spacy_structperc.distributed.train import train_distributed
 
+from .conftest import toy_sentences, write_docbin
+
 pytestmark = pytest.mark.slow
 # The workers cannot import this test module: send the plugin class by value.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -97,4 +99,49 @@ def test_a_worker_killed_mid_epoch_loses_nothing_and_the_model_is_unchanged(tmp_
         assert a["mistakes"] == b["mistakes"] and a["shard_words"] == b["shard_words"]
     a = (tmp_path / "clean" / "model-last" / "tagger" / "model").read_bytes()
     b = (tmp_path / "faulted" / "model-last" / "tagger" / "model").read_bytes()
+    assert a == b
+
+
+def test_a_worker_without_the_mix_gets_the_full_base_and_the_model_is_unchanged(tmp_path, cluster, toy_corpus,
+                                                                                  toy_config):
+    """Workers that lost their resident run between epochs (as restarted ones have) raise
+    NeedsBase; the driver resends the full base and the run ends with the same model."""
+    from spacy_structperc.distributed.train import forget_resident_run
+
+    kw = dict(overrides=_overrides(toy_corpus), epochs=3, printer=None)
+    clean = train_distributed(toy_config, tmp_path / "clean", client=cluster, **kw)
+    assert clean["resent_full_base"] == 0
+    forgetful = train_distributed(toy_config, tmp_path / "forgetful", client=cluster,
+                                  on_epoch=lambda row, nlp: cluster.run(forget_resident_run), **kw)
+    # Each shard at least once (the next epoch's shards may already hold the mix when the
+    # callback runs: they train while the driver evaluates).
+    assert forgetful["resent_full_base"] >= 2
+    for name in ("model-best", "model-last"):
+        a = (tmp_path / "clean" / name / "tagger" / "model").read_bytes()
+        b = (tmp_path / "forgetful" / name / "tagger" / "model").read_bytes()
+        assert a == b
+
+
+def test_a_new_run_resets_the_resident_worker_pipeline(tmp_path, cluster, toy_corpus, toy_config):
+    """A second run on the same workers starts from its own pipeline, shards and mix, not the
+    first run's (whose mix versions it would otherwise match): it saves what the same run on
+    fresh processes saves."""
+    from spacy_structperc.distributed.train import resident_run
+
+    train, dev = toy_corpus
+    other = write_docbin(tmp_path / "other.spacy", toy_sentences(200, 9))
+    first = train_distributed(toy_config, tmp_path / "first", client=cluster, printer=None, epochs=2,
+                              overrides={"paths.train": str(train), "paths.dev": str(dev)})
+    kw = dict(overrides={"paths.train": str(other), "paths.dev": str(dev)}, epochs=2, n_shards=2, printer=None)
+    second = train_distributed(toy_config, tmp_path / "second", client=cluster, **kw)
+    held = cluster.run(resident_run)
+    assert len(held) == 2
+    for state in held.values():
+        assert state["token"] == second["run"] != first["run"]
+        assert state["version"] == 1 and len(state["shards"]) == 1
+        assert str(tmp_path / "second") in state["shards"][0]
+    # The same run in fresh state (this process, shards in turn) saves the same model.
+    train_distributed(toy_config, tmp_path / "fresh", simulate=True, **kw)
+    a = (tmp_path / "second" / "model-last" / "tagger" / "model").read_bytes()
+    b = (tmp_path / "fresh" / "model-last" / "tagger" / "model").read_bytes()
     assert a == b
