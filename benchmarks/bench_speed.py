@@ -52,8 +52,12 @@ OURS_TRAINED = {
     "tagger": ("tagger.cfg", "ud_en_ewt"),
     "tagger_parser": ("parser.cfg", "ud_en_ewt"),
     "chunker": ("chunker.cfg", "conll2000"),
+    # clauses.cfg sources the chunker trained above (CLAUSES_SOURCE); only its clause identifier
+    # goes into pipeline_en.
+    "clauses": ("clauses.cfg", "ptb_clauses"),
     "ner": ("ner.cfg", "conll2003"),
 }
+CLAUSES_SOURCE = "chunker"
 PEERS_TRAINED = {
     "tagger": ("tagger", "ud_en_ewt"),
     "tagger_parser": ("tagger,parser", "ud_en_ewt"),
@@ -71,7 +75,7 @@ TASKS = {
 }
 BUILT_FROM = {
     "structperc": {"tagger+chunker": ("tagger", "chunker"), "tagger+ner": ("tagger", "ner"),
-                   "pipeline_en": ("tagger_parser", "chunker", "ner")},
+                   "pipeline_en": ("tagger_parser", "chunker", "clauses", "ner")},
     "spacy": {"pipeline_en": ("tagger_parser", "ner_conll2003", "ner_chunks")},
 }
 NOTES = [
@@ -108,7 +112,8 @@ def prepare_data(root: Path, work: Path, quick: bool) -> Dict[str, str]:
         src = C.find_split_file(root / "ud_en_ewt", split, "*-ud-{split}.conllu")
         paths[f"ewt_{split}"] = str(out / f"ewt_{split}.spacy")
         C.conllu_to_docbins(src, {"gold": Path(paths[f"ewt_{split}"])}, limit=QUICK[split] if quick else 0)
-    paths.update(conll2000=str(root / "conll2000"), conll2003=str(root / "conll2003"))
+    paths.update(conll2000=str(root / "conll2000"), conll2003=str(root / "conll2003"),
+                 ptb_clauses=str(root / "ptb_clauses"))
     return paths
 
 
@@ -163,7 +168,8 @@ def _stamped(model_dir: Path, key: Dict[str, Any]) -> Optional[Dict[str, Any]]:
     return None
 
 
-def train_ours(key: str, paths: Dict[str, str], out_dir: str, epochs: Optional[int], quick: bool) -> Dict[str, Any]:
+def train_ours(key: str, paths: Dict[str, str], out_dir: str, epochs: Optional[int], quick: bool,
+               source: Optional[str] = None) -> Dict[str, Any]:
     import spacy_structperc  # noqa: F401
 
     config, dataset = OURS_TRAINED[key]
@@ -174,6 +180,9 @@ def train_ours(key: str, paths: Dict[str, str], out_dir: str, epochs: Optional[i
         train, dev = paths["ewt_train"], paths["ewt_dev"]
     elif dataset == "conll2000":
         train = dev = str(Path(paths["conll2000"]) / "train.txt")
+    elif dataset == "ptb_clauses":
+        train, dev = str(Path(paths["ptb_clauses"]) / "train.txt"), str(Path(paths["ptb_clauses"]) / "dev.txt")
+        overrides += ["--paths.chunker", str(source)]
     else:
         train, dev = str(Path(paths["conll2003"]) / "eng.train"), str(Path(paths["conll2003"]) / "eng.testa")
     if quick and dataset != "ud_en_ewt":
@@ -236,7 +245,7 @@ def assemble(kind: str, models: Dict[str, str], out_dir: str, which: List[str]) 
             return {"metrics": {}, "built": built}
         config = load_config(CONFIGS / "pipeline_en.cfg", interpolate=False, overrides={
             "paths.tagger_parser": models["tagger_parser"], "paths.chunker": models["chunker"],
-            "paths.ner": models["ner"]})
+            "paths.clauses": models["clauses"], "paths.ner": models["ner"]})
         nlp = load_model_from_config(config, auto_fill=True)
         nlp.to_disk(Path(out_dir) / "pipeline_en")
         built["pipeline_en"] = str(Path(out_dir) / "pipeline_en")
@@ -435,7 +444,12 @@ class Run:
             if key not in needed["structperc"]:
                 continue
             fp = {"config": (CONFIGS / config).read_text(), "code": code, "epochs": a.epochs, "quick": a.quick}
-            got = self.trained("structperc", key, "train_ours", fp, epochs=a.epochs, quick=a.quick)
+            extra = {}
+            if key == "clauses":
+                if CLAUSES_SOURCE not in models["structperc"]:
+                    continue
+                extra["source"] = fp["source"] = models["structperc"][CLAUSES_SOURCE]
+            got = self.trained("structperc", key, "train_ours", fp, epochs=a.epochs, quick=a.quick, **extra)
             if got:
                 models["structperc"][key] = got[0]
                 self._train_rows("structperc", f"train {config}" + (f", {a.epochs} epochs" if a.epochs else ""),
