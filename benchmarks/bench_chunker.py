@@ -36,7 +36,6 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import shlex
 import sys
 import time
 from pathlib import Path
@@ -387,133 +386,86 @@ def make_plots(results_path: Path, out_dir: Path) -> List[Path]:
 # Main
 
 
-def _csv(cast):
-    return lambda s: [cast(x) for x in s.split(",") if x.strip()]
-
-
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", type=Path, default=None)
-    p.add_argument("--work-dir", type=Path, default=C.DEFAULT_WORK_DIR)
-    p.add_argument("--results-dir", type=Path, default=None,
-                   help="default benchmarks/results; with --quick: WORK_DIR/quick-results")
-    p.add_argument("--quick", action="store_true", help=f"smoke run: slices {QUICK_LIMITS}, short training")
+    C.add_run_args(p)
     p.add_argument("--only", default=None, help="comma-separated systems out of " + ",".join(SYSTEMS)
                    + "; or 'structperc_chunker:SETTING[;SETTING]' (last)")
     p.add_argument("--epochs", type=int, default=None, help=f"our epochs (default {DEFAULT_EPOCHS})")
     p.add_argument("--tune", action="store_true",
                    help="held-out curves only: F1 per epoch of our default setting, or of greedy decoding "
                         "at --depths x --margins and beam search at --beam-widths")
-    p.add_argument("--margins", type=_csv(float), default=[40.0])
-    p.add_argument("--depths", type=_csv(int), default=None,
+    p.add_argument("--margins", type=C.csv(float), default=[40.0])
+    p.add_argument("--depths", type=C.csv(int), default=None,
                    help="with --tune: greedy decoding at these lookahead depths (x --margins)")
-    p.add_argument("--beam-widths", type=_csv(int), default=None, help="with --tune: beam widths")
+    p.add_argument("--beam-widths", type=C.csv(int), default=None, help="with --tune: beam widths")
     p.add_argument("--spacy-max-steps", type=int, default=None)
-    p.add_argument("--predict-repeats", type=int, default=3)
-    p.add_argument("--plots-only", action="store_true")
     return p.parse_args(argv)
+
+
+def tune(bench: C.Bench, data: Dict[str, str], epochs: int, limits: Dict[str, int]) -> int:
+    """Held-out F1 per epoch of each --tune setting, to run_dir/tune.json."""
+    args, out = bench.args, []
+    grid = [{"decoder": "greedy", "lookahead_depth": d, "margin": m}
+            for d in (args.depths or []) for m in args.margins]
+    grid += [{"decoder": "beam", "beam_width": w} for w in (args.beam_widths or [])]
+    # Margins apply to the greedy decoder only; with neither --depths nor --beam-widths, the
+    # default setting's curve.
+    for config in grid or [{}]:
+        res = bench.child("run_structperc",
+                          {"data": data, "config": config, "epochs": epochs, "train_part": "train",
+                           "eval_path": data["train"], "eval_part": "heldout", "limits": limits,
+                           "eval_each_epoch": True}, name=f"tune-{C.slug(json.dumps(config))}-e{epochs}")
+        curve = res["details"]["curve"]
+        best = max(curve, key=lambda c: c["spans_chunks_f"])
+        print(f"  {config}: " + " ".join(f"{c['spans_chunks_f']:.4f}" for c in curve)
+              + f"  best epoch {best['epoch']}", flush=True)
+        out.append({"config": config, "curve": curve})
+    (bench.run_dir / "tune.json").write_text(json.dumps(out, indent=1))
+    print(f"done in {time.time() - bench.t_start:.0f}s")
+    return 0
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
     data_dir = Path(args.data or C.default_data_dir(DATASET))
-    data = {"train": str(data_dir / "train.txt"), "test": str(data_dir / "test.txt")}
-    work_dir = args.work_dir.resolve()
-    results_dir = (args.results_dir or (work_dir / "quick-results" if args.quick else C.RESULTS_DIR)).resolve()
-    results_path = results_dir / f"{COMPONENT}.json"
-    if args.plots_only:
-        for path in make_plots(results_path, results_dir):
-            print(f"wrote {path}")
+    bench = C.Bench.start(COMPONENT, __file__, args, argv, make_plots, OURS, data=data_dir)
+    if bench is None:
         return 0
-    t_start = time.time()
-    me = Path(__file__).resolve()
-    run_dir = work_dir / "runs" / ("quick" if args.quick else "full") / COMPONENT
+    data = {"train": str(data_dir / "train.txt"), "test": str(data_dir / "test.txt")}
     limits = dict(QUICK_LIMITS) if args.quick else {}
     epochs = args.epochs or (QUICK_EPOCHS if args.quick else DEFAULT_EPOCHS)
-    print(f"data: {data_dir}\nwork: {work_dir}\nresults: {results_path}", flush=True)
-
     if args.tune:
-        out = []
-        grid = [{"decoder": "greedy", "lookahead_depth": d, "margin": m}
-                for d in (args.depths or []) for m in args.margins]
-        grid += [{"decoder": "beam", "beam_width": w} for w in (args.beam_widths or [])]
-        # Margins apply to the greedy decoder only; with neither --depths nor --beam-widths, the
-        # default setting's curve.
-        for config in grid or [{}]:
-            name = f"tune-{C.slug(json.dumps(config))}-e{epochs}"
-            res = C.run_child(me, "run_structperc",
-                              {"data": data, "config": config, "epochs": epochs, "train_part": "train",
-                               "eval_path": data["train"], "eval_part": "heldout", "limits": limits,
-                               "eval_each_epoch": True},
-                              log_path=run_dir / "logs" / f"{name}.log")
-            curve = res["details"]["curve"]
-            best = max(curve, key=lambda c: c["spans_chunks_f"])
-            print(f"  {config}: " + " ".join(f"{c['spans_chunks_f']:.4f}" for c in curve)
-                  + f"  best epoch {best['epoch']}", flush=True)
-            out.append({"config": config, "curve": curve})
-        (run_dir / "tune.json").write_text(json.dumps(out, indent=1))
-        print(f"done in {time.time() - t_start:.0f}s")
-        return 0
+        return tune(bench, data, epochs, limits)
 
-    systems, ours_settings = set(SYSTEMS), None
-    if args.only:
-        head, sep, tail = args.only.partition(OURS + ":")
-        systems = {s.strip() for s in head.split(",") if s.strip()} | ({OURS} if sep else set())
-        if sep:
-            ours_settings = {s.strip() for s in tail.split(";") if s.strip()}
+    systems, ours_settings = C.parse_only(args.only, SYSTEMS, OURS, [s["setting"] for s in STRUCTPERC_SETTINGS])
     jobs = []
     common = {"data": data, "eval_path": data["test"], "eval_part": "all", "limits": limits,
               "predict_repeats": args.predict_repeats}
     if OURS in systems:
         for s in STRUCTPERC_SETTINGS:
             if ours_settings is None or s["setting"] in ours_settings:
-                jobs.append((OURS, s["setting"], "run_structperc",
-                             dict(common, config=s["config"], epochs=epochs, train_part="all",
-                                  types=s.get("types"))))
+                jobs.append(C.Job(f"{OURS} | {s['setting']}", OURS, "run_structperc",
+                                  dict(common, config=s["config"], epochs=epochs, train_part="all",
+                                       types=s.get("types")), setting=s["setting"], dataset=DATASET))
     if "crfsuite" in systems:
         for clusters in (False, True):
             params = dict(CRF_PARAMS, clusters=clusters)
             if args.quick:
                 params["max_iterations"] = QUICK_CRF_ITERATIONS
             name = "crfsuite-clusters" if clusters else "crfsuite"
-            jobs.append(("crfsuite", None, "run_crfsuite",
-                         dict(common, out_dir=str(run_dir / name), params=params), name))
+            jobs.append(C.Job(name, "crfsuite", "run_crfsuite",
+                              dict(common, out_dir=str(bench.run_dir / name), params=params), dataset=DATASET))
     if "spacy_ner" in systems:
         steps = args.spacy_max_steps or (QUICK_SPACY_STEPS if args.quick else None)
         extra = ["--training.eval_frequency", "100"] if args.quick else []
-        jobs.append(("spacy_ner", None, "run_spacy_ner",
-                     dict(common, out_dir=str(run_dir / "spacy_ner"), max_steps=steps, extra_overrides=extra)))
-
-    command = "python benchmarks/bench_chunker.py " + " ".join(
-        shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
-    new_rows, details, errors, done = [], {}, {}, []
-    for n, (system, setting, func, kwargs, *name) in enumerate(jobs, 1):
-        label = f"{system} | {setting}" if setting else (name[0] if name else system)
-        log = run_dir / "logs" / f"{C.slug(label)}.log"
-        print(f"[{n}/{len(jobs)}] {label} (log: {log})", flush=True)
-        res = C.run_job(me, func, kwargs, label, log, errors)
-        if res is None:
-            continue
-        setting = setting or res["setting"]
-        metrics = res["metrics"]
-        for metric, value in metrics.items():
-            new_rows.append(C.make_row(system, setting, metric, value, dataset=DATASET, split="test"))
-        done.append((system, setting if system == OURS else None))
-        details[label] = dict(res.get("details", {}), setting=setting, date=C.now_iso(), command=command,
-                              load_avg_before=res["load_avg_before"], load_avg_after=res["load_avg_after"])
-        C.show_metrics(setting, metrics, res["seconds"])
-
-    def is_replaced(row) -> bool:
-        return any(row["system"] == s and (setting is None or row["setting"] == setting) for s, setting in done)
-
-    C.save_results(results_path, COMPONENT, new_rows, details, is_replaced, errors,
-                   command=command, quick=bool(args.quick), epochs=epochs,
-                   data={"dir": str(data_dir), "heldout": HELDOUT}, notes=NOTES)
-    for path in make_plots(results_path, results_dir):
-        print(f"wrote {path}")
-    print(f"done in {time.time() - t_start:.0f}s" + (f"; {len(errors)} failed: {sorted(errors)}" if errors else ""))
-    return 1 if errors else 0
+        jobs.append(C.Job("spacy_ner", "spacy_ner", "run_spacy_ner",
+                          dict(common, out_dir=str(bench.run_dir / "spacy_ner"), max_steps=steps,
+                               extra_overrides=extra), dataset=DATASET))
+    bench.run(jobs)
+    return bench.finish(epochs=epochs, data={"dir": str(data_dir), "heldout": HELDOUT}, notes=NOTES)
 
 
 if __name__ == "__main__":

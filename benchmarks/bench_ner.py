@@ -46,11 +46,10 @@ import argparse
 import json
 import random
 import re
-import shlex
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as C  # noqa: E402
@@ -461,21 +460,13 @@ def make_plots(results_path: Path, out_dir: Path) -> List[Path]:
 # Main
 
 
-def _csv(s: str) -> List[str]:
-    return [x.strip() for x in s.split(",") if x.strip()]
-
-
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", type=Path, default=None, help="data root (default: C.default_data_root())")
-    p.add_argument("--datasets", type=_csv, default=list(DATASETS),
+    p.add_argument("--datasets", type=C.csv(), default=list(DATASETS),
                    help="comma-separated, out of " + ",".join(DATASETS))
-    p.add_argument("--work-dir", type=Path, default=C.DEFAULT_WORK_DIR)
-    p.add_argument("--results-dir", type=Path, default=None,
-                   help="default benchmarks/results; with --quick: WORK_DIR/quick-results")
-    p.add_argument("--quick", action="store_true",
-                   help=f"smoke run: slices {QUICK_LIMITS}, {QUICK_EPOCHS} epochs, ours only {QUICK_SETTINGS}")
+    C.add_run_args(p)
     p.add_argument("--only", default=None, help="comma-separated systems out of " + ",".join(SYSTEMS)
                    + "; or 'structperc_ner:SETTING[;SETTING]' (last)")
     p.add_argument("--epochs", type=int, default=None, help="override every setting's epochs")
@@ -486,9 +477,44 @@ def parse_args(argv=None):
     p.add_argument("--reset-every", type=int, default=None,
                    help="with --tune: override reset_every in the tuned settings")
     p.add_argument("--spacy-max-steps", type=int, default=None, help=f"default {SPACY_MAX_STEPS}")
-    p.add_argument("--predict-repeats", type=int, default=3)
-    p.add_argument("--plots-only", action="store_true")
     return p.parse_args(argv)
+
+
+def tune(bench: C.Bench, datasets: Dict[str, Any], epochs_of, limits: Dict[str, int]) -> int:
+    """Dev F1 per epoch of each --settings on each dataset, appended to run_dir/tune.json."""
+    args, out = bench.args, []
+    wanted = [s.strip() for s in args.settings.split(";") if s.strip()]
+    for dataset, ds in datasets.items():
+        table = {s["setting"]: s for s in STRUCTPERC_SETTINGS[dataset]}
+        for name in wanted:
+            if name not in table:
+                print(f"no setting {name!r} for {dataset}; have {list(table)}", file=sys.stderr)
+                return 2
+            s = table[name]
+            config = json.loads(json.dumps(s["config"]))
+            if args.reset_every is not None:
+                config["reset_every"] = args.reset_every
+            epochs = epochs_of(s)
+            print(f"{dataset} | {name} (reset_every {config.get('reset_every')}, {epochs} epochs)", flush=True)
+            res = bench.child("run_structperc",
+                              {"ds": ds, "config": config, "epochs": epochs, "train_split": "tune_train",
+                               "eval_split": "dev", "limits": limits, "eval_each_epoch": True},
+                              name=f"tune-{dataset}-{C.slug(name)}-k{config.get('reset_every')}-e{epochs}")
+            curve = res["details"]["curve"]
+            best = max(curve, key=lambda c: c["ents_f"])
+            print("  dev F1: " + " ".join(f"{c['ents_f']:.4f}" for c in curve)
+                  + f"  best epoch {best['epoch']} ({best['ents_f']:.4f}); "
+                  f"peak RSS {res['peak_rss_mb']:.0f} MB", flush=True)
+            out.append({"dataset": dataset, "setting": name, "config": config, "epochs": epochs,
+                        "curve": curve, "resets_at_pass": res["details"]["resets_at_pass"],
+                        "train_seconds": res["metrics"]["train_seconds"],
+                        "peak_rss_mb": res["peak_rss_mb"], "date": C.now_iso()})
+    bench.run_dir.mkdir(parents=True, exist_ok=True)
+    tune_path = bench.run_dir / "tune.json"
+    old = json.loads(tune_path.read_text()) if tune_path.exists() else []
+    tune_path.write_text(json.dumps(old + out, indent=1))
+    print(f"appended {len(out)} curves to {tune_path}\ndone in {time.time() - bench.t_start:.0f}s")
+    return 0
 
 
 def main(argv=None) -> int:
@@ -503,131 +529,46 @@ def main(argv=None) -> int:
         ds = dict(DATASETS[name])
         ds["paths"] = {k: (str(data_root / ds[k]) if ds[k] else None) for k in ("train", "dev", "test")}
         datasets[name] = ds
-    work_dir = args.work_dir.resolve()
-    results_dir = (args.results_dir or (work_dir / "quick-results" if args.quick else C.RESULTS_DIR)).resolve()
-    results_path = results_dir / f"{COMPONENT}.json"
-    if args.plots_only:
-        for path in make_plots(results_path, results_dir):
-            print(f"wrote {path}")
+    bench = C.Bench.start(COMPONENT, __file__, args, argv, make_plots, OURS, data=data_root)
+    if bench is None:
         return 0
-    t_start = time.time()
-    me = Path(__file__).resolve()
-    run_dir = work_dir / "runs" / ("quick" if args.quick else "full") / COMPONENT
     limits = dict(QUICK_LIMITS) if args.quick else {}
 
     def epochs_of(s):
         return args.epochs or (QUICK_EPOCHS if args.quick else s["epochs"])
 
-    print(f"data: {data_root}\nwork: {work_dir}\nresults: {results_path}", flush=True)
-
     if args.tune:
-        wanted = [s.strip() for s in args.settings.split(";") if s.strip()]
-        out = []
-        for dataset, ds in datasets.items():
-            table = {s["setting"]: s for s in STRUCTPERC_SETTINGS[dataset]}
-            for name in wanted:
-                if name not in table:
-                    print(f"no setting {name!r} for {dataset}; have {list(table)}", file=sys.stderr)
-                    return 2
-                s = table[name]
-                config = json.loads(json.dumps(s["config"]))
-                if args.reset_every is not None:
-                    config["reset_every"] = args.reset_every
-                epochs = epochs_of(s)
-                label = f"tune-{dataset}-{C.slug(name)}-k{config.get('reset_every')}-e{epochs}"
-                print(f"{dataset} | {name} (reset_every {config.get('reset_every')}, {epochs} epochs)", flush=True)
-                res = C.run_child(me, "run_structperc",
-                                  {"ds": ds, "config": config, "epochs": epochs, "train_split": "tune_train",
-                                   "eval_split": "dev", "limits": limits, "eval_each_epoch": True},
-                                  log_path=run_dir / "logs" / f"{label}.log")
-                curve = res["details"]["curve"]
-                best = max(curve, key=lambda c: c["ents_f"])
-                print(f"  dev F1: " + " ".join(f"{c['ents_f']:.4f}" for c in curve)
-                      + f"  best epoch {best['epoch']} ({best['ents_f']:.4f}); "
-                      f"peak RSS {res['peak_rss_mb']:.0f} MB", flush=True)
-                out.append({"dataset": dataset, "setting": name, "config": config, "epochs": epochs,
-                            "curve": curve, "resets_at_pass": res["details"]["resets_at_pass"],
-                            "train_seconds": res["metrics"]["train_seconds"],
-                            "peak_rss_mb": res["peak_rss_mb"], "date": C.now_iso()})
-        run_dir.mkdir(parents=True, exist_ok=True)
-        tune_path = run_dir / "tune.json"
-        old = json.loads(tune_path.read_text()) if tune_path.exists() else []
-        tune_path.write_text(json.dumps(old + out, indent=1))
-        print(f"appended {len(out)} curves to {tune_path}\ndone in {time.time() - t_start:.0f}s")
-        return 0
+        return tune(bench, datasets, epochs_of, limits)
 
-    systems, ours_settings = set(SYSTEMS), None
-    if args.only:
-        head, sep, tail = args.only.partition(OURS + ":")
-        systems = {s.strip() for s in head.split(",") if s.strip()} | ({OURS} if sep else set())
-        if sep:
-            ours_settings = {s.strip() for s in tail.split(";") if s.strip()}
-        bad = systems - set(SYSTEMS)
-        if bad:
-            print(f"unknown systems {sorted(bad)}; choose from {list(SYSTEMS)}", file=sys.stderr)
-            return 2
+    systems, ours_settings = C.parse_only(args.only, SYSTEMS, OURS)
     if ours_settings is None and args.quick:
         ours_settings = set(QUICK_SETTINGS)
     spacy_steps = args.spacy_max_steps or (QUICK_SPACY_STEPS if args.quick else SPACY_MAX_STEPS)
     jobs = []
     for dataset, ds in datasets.items():
-        ddir = run_dir / dataset
+        ddir = bench.run_dir / dataset
         common = {"ds": ds, "limits": limits, "predict_repeats": args.predict_repeats}
         if OURS in systems:
             for s in STRUCTPERC_SETTINGS[dataset]:
                 if ours_settings is None or s["setting"] in ours_settings:
-                    jobs.append((dataset, OURS, s["setting"], "run_structperc",
-                                 dict(common, config=s["config"], epochs=epochs_of(s), train_split="train",
-                                      eval_split="test")))
+                    jobs.append(C.Job(f"{dataset} | {OURS} | {s['setting']}", OURS, "run_structperc",
+                                      dict(common, config=s["config"], epochs=epochs_of(s), train_split="train",
+                                           eval_split="test"), setting=s["setting"], dataset=dataset))
         if "crfsuite" in systems:
             params = dict(CRF_PARAMS)
             if args.quick:
                 params["max_iterations"] = QUICK_CRF_ITERATIONS
-            jobs.append((dataset, "crfsuite", None, "run_crfsuite",
-                         dict(common, out_dir=str(ddir / "crfsuite"), params=params)))
+            jobs.append(C.Job(f"{dataset} | crfsuite", "crfsuite", "run_crfsuite",
+                              dict(common, out_dir=str(ddir / "crfsuite"), params=params), dataset=dataset))
         if "spacy_ner" in systems:
             extra = ["--training.eval_frequency", "100"] if args.quick else []
-            jobs.append((dataset, "spacy_ner", None, "run_spacy_ner",
-                         dict(common, out_dir=str(ddir / "spacy_ner"), max_steps=spacy_steps,
-                              extra_overrides=extra)))
-
-    command = "python benchmarks/bench_ner.py " + " ".join(
-        shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
-    new_rows, details, errors, done = [], {}, {}, []
-    for n, (dataset, system, setting, func, kwargs) in enumerate(jobs, 1):
-        label = f"{dataset} | {system}" + (f" | {setting}" if setting else "")
-        log = run_dir / "logs" / f"{C.slug(label)}.log"
-        print(f"[{n}/{len(jobs)}] {label} (log: {log})", flush=True)
-        res = C.run_job(me, func, kwargs, label, log, errors)
-        if res is None:
-            continue
-        setting = setting or res["setting"]
-        metrics = res["metrics"]
-        for metric, value in metrics.items():
-            new_rows.append(C.make_row(system, setting, metric, value, dataset=dataset, split="test"))
-        done.append((dataset, system, setting if system == OURS else None))
-        details[f"{dataset} | {system} | {setting}"] = dict(
-            res.get("details", {}), setting=setting, date=C.now_iso(), command=command,
-            child_seconds=res.get("child_seconds"), load_avg_before=res["load_avg_before"],
-            load_avg_after=res["load_avg_after"])
-        C.show_metrics(setting, metrics, res["seconds"])
-
-    def is_replaced(row) -> bool:
-        return any(row["dataset"] == d and row["system"] == s and (setting is None or row["setting"] == setting)
-                   for d, s, setting in done)
-
-    def is_peer_rerun(key: str) -> bool:   # a re-run peer (its setting may have changed) replaces its details
-        return any(setting is None and key.startswith(f"{d} | {s} | ") for d, s, setting in done)
-
-    C.save_results(results_path, COMPONENT, new_rows, details, is_replaced, errors, drop_detail=is_peer_rerun,
-                   command=command, quick=bool(args.quick),
-                   data={"root": str(data_root), "jnlpba_heldout": HELDOUT,
-                         "datasets": {k: v["paths"] for k, v in datasets.items()}},
-                   notes=NOTES)
-    for path in make_plots(results_path, results_dir):
-        print(f"wrote {path}")
-    print(f"done in {time.time() - t_start:.0f}s" + (f"; {len(errors)} failed: {sorted(errors)}" if errors else ""))
-    return 1 if errors else 0
+            jobs.append(C.Job(f"{dataset} | spacy_ner", "spacy_ner", "run_spacy_ner",
+                              dict(common, out_dir=str(ddir / "spacy_ner"), max_steps=spacy_steps,
+                                   extra_overrides=extra), dataset=dataset))
+    bench.run(jobs)
+    return bench.finish(data={"root": str(data_root), "jnlpba_heldout": HELDOUT,
+                              "datasets": {k: v["paths"] for k, v in datasets.items()}},
+                        notes=NOTES)
 
 
 if __name__ == "__main__":

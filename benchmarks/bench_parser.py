@@ -37,9 +37,7 @@ from __future__ import annotations
 
 import argparse
 import re
-import shlex
 import sys
-import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
@@ -236,6 +234,9 @@ def run_grid_point(paths: Dict[str, str], setting: str, cfg: Dict[str, Any], epo
     gold_scores = _score(preds, test_docs)
     metrics = dict(gold_scores)
     extra_rows = {}
+    if tagger_model and not Path(tagger_model).exists():   # the default part of this run trains it
+        print(f"no tagger model at {tagger_model}: grid tested on gold tags only", flush=True)
+        tagger_model = None
     if tagger_model:
         import spacy
 
@@ -382,9 +383,7 @@ def parse_args(argv=None):
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", type=Path, default=None, help="UD English EWT folder")
     p.add_argument("--ptb", type=Path, default=None, help="ptb_sample_dep folder")
-    p.add_argument("--work-dir", type=Path, default=C.DEFAULT_WORK_DIR)
-    p.add_argument("--results-dir", type=Path, default=None)
-    p.add_argument("--quick", action="store_true")
+    C.add_run_args(p, predict_repeats=2)
     p.add_argument("--only", default=",".join(PARTS), help=f"comma-separated parts of {PARTS}")
     p.add_argument("--grid", default=None, help="grid settings to run, ';'-separated (default all)")
     p.add_argument("--grid-epochs", type=int, default=GRID_EPOCHS)
@@ -398,8 +397,6 @@ def parse_args(argv=None):
     p.add_argument("--tagger-model", default=None,
                    help="pipeline whose tagger tags the grid's test Docs (default: the default "
                         "run's model-best)")
-    p.add_argument("--predict-repeats", type=int, default=2)
-    p.add_argument("--plots-only", action="store_true")
     return p.parse_args(argv)
 
 
@@ -407,100 +404,62 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     data_dir = args.data or C.default_data_dir(DATASET)
     ptb_dir = args.ptb or C.default_data_dir(PTB)
-    work_dir = args.work_dir.resolve()
-    results_dir = (args.results_dir or (work_dir / "quick-results" if args.quick else C.RESULTS_DIR)).resolve()
-    results_path = results_dir / f"{COMPONENT}.json"
-    if args.plots_only:
-        for path in make_plots(results_path, results_dir):
-            print(f"wrote {path}")
+    bench = C.Bench.start(COMPONENT, __file__, args, argv, make_plots, OURS, data=data_dir)
+    if bench is None:
         return 0
-    t_start = time.time()
     parts = [x.strip() for x in args.only.split(",") if x.strip()]
     unknown = set(parts) - set(PARTS)
     if unknown:
         raise SystemExit(f"unknown part(s) {sorted(unknown)}; choose from {PARTS}")
-    paths = prepare_data(Path(data_dir), work_dir, args.quick)
-    run_dir = work_dir / "runs" / ("quick" if args.quick else "full") / COMPONENT
-    me = Path(__file__).resolve()
-    command = "python benchmarks/bench_parser.py " + " ".join(
-        shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
+    paths = prepare_data(Path(data_dir), bench.work_dir, args.quick)
+    run_dir = bench.run_dir
     default_model = str(run_dir / "default" / "model" / "model-best")
     epochs = QUICK_EPOCHS if args.quick else args.grid_epochs
     per_setting = dict(x.split("=") for x in args.epochs_for.split(";") if "=" in x)
     quick_train = ["--training.max_epochs", str(QUICK_EPOCHS), "--training.eval_frequency", "20"] if args.quick else []
     gold_preproc = ["--corpora.train.gold_preproc", "true", "--corpora.dev.gold_preproc", "true"]
 
+    def job(system, setting, func, kwargs, dataset=DATASET):
+        return C.Job(f"{system} | {setting or func} | {dataset}", system, func,
+                     dict(kwargs, predict_repeats=args.predict_repeats), setting=setting, dataset=dataset)
+
     jobs = []
     if "spacy" in parts:
-        jobs.append(("spacy", None, DATASET, "run_spacy",
-                     {"paths": paths, "out_dir": str(run_dir / "spacy"),
-                      "max_steps": 300 if args.quick else args.spacy_max_steps,
-                      "extra": ["--training.eval_frequency", "100"] if args.quick else []}))
+        jobs.append(job("spacy", None, "run_spacy",
+                        {"paths": paths, "out_dir": str(run_dir / "spacy"),
+                         "max_steps": 300 if args.quick else args.spacy_max_steps,
+                         "extra": ["--training.eval_frequency", "100"] if args.quick else []}))
     if "default" in parts:
-        jobs.append((OURS, args.default_setting, DATASET, "run_default",
-                     {"paths": paths, "out_dir": str(run_dir / C.slug(args.default_setting)),
-                      "setting": args.default_setting,
-                      "config": str(args.default_config or C.REPO_ROOT / "configs" / "parser.cfg"),
-                      "overrides": gold_preproc + quick_train}))
+        jobs.append(job(OURS, args.default_setting, "run_default",
+                        {"paths": paths, "out_dir": str(run_dir / C.slug(args.default_setting)),
+                         "setting": args.default_setting,
+                         "config": str(args.default_config or C.REPO_ROOT / "configs" / "parser.cfg"),
+                         "overrides": gold_preproc + quick_train}))
     if "beam" in parts:
         beam_config = C.REPO_ROOT / "configs" / BEAM_CONFIG
         from spacy.util import load_config
 
         width = load_config(beam_config)["components"]["parser"]["beam_width"]
         beam_setting = f"parser.cfg with beam {width}, max-violation"
-        jobs.append((OURS, beam_setting, DATASET, "run_default",
-                     {"paths": paths, "out_dir": str(run_dir / C.slug(beam_setting)),
-                      "setting": beam_setting, "config": str(beam_config),
-                      "overrides": gold_preproc + quick_train}))
+        jobs.append(job(OURS, beam_setting, "run_default",
+                        {"paths": paths, "out_dir": str(run_dir / C.slug(beam_setting)),
+                         "setting": beam_setting, "config": str(beam_config),
+                         "overrides": gold_preproc + quick_train}))
     if "grid" in parts:
         wanted = {s.strip() for s in args.grid.split(";")} if args.grid else None
         for point in GRID:
             if wanted is not None and point["setting"] not in wanted:
                 continue
             n_epochs = QUICK_EPOCHS if args.quick else int(per_setting.get(point["setting"], epochs))
-            jobs.append((OURS, point["setting"], DATASET, "run_grid_point",
-                         {"paths": paths, "setting": point["setting"], "cfg": point["cfg"],
-                          "epochs": n_epochs, "tagger_model": args.tagger_model or default_model,
-                          "sentences": point.get("sentences", False)}))
+            jobs.append(job(OURS, point["setting"], "run_grid_point",
+                            {"paths": paths, "setting": point["setting"], "cfg": point["cfg"],
+                             "epochs": n_epochs, "tagger_model": args.tagger_model or default_model,
+                             "sentences": point.get("sentences", False)}))
     if "ptb" in parts:
-        jobs.append((OURS, None, PTB, "run_ptb",
-                     {"folder": str(ptb_dir), "epochs": QUICK_EPOCHS if args.quick else 10}))
-
-    new_rows, details, errors = [], {}, {}
-    for n, (system, setting, dataset, func, kwargs) in enumerate(jobs, 1):
-        key = f"{system} | {setting or func} | {dataset}"
-        log = run_dir / "logs" / f"{C.slug(key)}.log"
-        print(f"[{n}/{len(jobs)}] {key} (log: {log})", flush=True)
-        if func == "run_grid_point" and not Path(kwargs["tagger_model"]).exists():
-            print(f"  no tagger model at {kwargs['tagger_model']}: grid tested on gold tags only", flush=True)
-            kwargs["tagger_model"] = None
-        kwargs["predict_repeats"] = args.predict_repeats
-        res = C.run_job(me, func, kwargs, key, log, errors)
-        if res is None:
-            continue
-        setting = setting or res["setting"]
-        metrics = res["metrics"]
-        for metric, value in metrics.items():
-            if value is not None:
-                new_rows.append(C.make_row(system, setting, metric, value, dataset=dataset))
-        for extra_setting, extra_metrics in res.get("extra_rows", {}).items():
-            for metric, value in extra_metrics.items():
-                new_rows.append(C.make_row(system, extra_setting, metric, value, dataset=dataset))
-        det = dict(res.get("details", {}))
-        det.update({"setting": setting, "dataset": dataset, "date": C.now_iso(), "command": command,
-                    "load_avg_before": res["load_avg_before"], "load_avg_after": res["load_avg_after"],
-                    "child_seconds": res.get("child_seconds")})
-        details[key] = det
-        C.show_metrics(setting, metrics, res["seconds"])
-
-    new_keys = {(r["system"], r["setting"], r["dataset"]) for r in new_rows}
-    C.save_results(results_path, COMPONENT, new_rows, details,
-                   lambda r: (r["system"], r["setting"], r["dataset"]) in new_keys, errors,
-                   command=command, quick=bool(args.quick), notes=NOTES)
-    for path in make_plots(results_path, results_dir):
-        print(f"wrote {path}")
-    print(f"done in {time.time() - t_start:.0f}s" + (f"; {len(errors)} failed" if errors else ""))
-    return 1 if errors else 0
+        jobs.append(job(OURS, None, "run_ptb",
+                        {"folder": str(ptb_dir), "epochs": QUICK_EPOCHS if args.quick else 10}, dataset=PTB))
+    bench.run(jobs)
+    return bench.finish(notes=NOTES)
 
 
 if __name__ == "__main__":

@@ -37,7 +37,6 @@ import json
 import re
 import shlex
 import sys
-import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
@@ -406,31 +405,8 @@ def sweep_settings(widths: Sequence[int], updates: Sequence[str], epochs: Option
                    "extra": extra}
 
 
-def parse_only(only: Optional[str]):
-    """``--only spacy,crfsuite``, or with settings of ours by name (names contain commas, so
-    they come last, after ``structperc_tagger:``, separated by ';'):
-    ``--only "crfsuite,structperc_tagger:beam 4, early;viterbi, order 2"``.
-    Returns (systems, our settings or None for all)."""
-    if not only:
-        return set(SYSTEMS), None
-    settings = None
-    head, sep, tail = only.partition(OURS + ":")
-    if sep:
-        settings = {n.strip() for n in tail.split(";") if n.strip()}
-        known = {s["setting"] for s in STRUCTPERC_SETTINGS}
-        if settings - known:
-            raise SystemExit(f"unknown setting(s) {sorted(settings - known)}; known: {sorted(known)}")
-    systems = {p.strip() for p in head.split(",") if p.strip()}
-    if sep:
-        systems.add(OURS)
-    unknown = systems - set(SYSTEMS)
-    if unknown:
-        raise SystemExit(f"unknown system(s) {sorted(unknown)}; choose from {SYSTEMS}")
-    return systems, settings
-
-
-def build_jobs(args, paths: Dict[str, str], run_dir: Path) -> List[Dict[str, Any]]:
-    jobs: List[Dict[str, Any]] = []
+def build_jobs(args, paths: Dict[str, str], run_dir: Path) -> List[C.Job]:
+    jobs: List[C.Job] = []
     configs = Path(args.configs)
     upos_cfg = configs / "tagger_upos.cfg"
     upos_cfg_arg = None if args.xpos_only else (str(upos_cfg) if upos_cfg.exists() else None)
@@ -439,17 +415,15 @@ def build_jobs(args, paths: Dict[str, str], run_dir: Path) -> List[Dict[str, Any
     ours_extra += shlex.split(args.ours_overrides or "")
     if args.beam_sweep:
         for s in sweep_settings(args.sweep_widths, args.sweep_updates, args.sweep_epochs):
-            jobs.append({
-                "system": OURS, "setting": s["setting"], "split": "dev",
-                "func": "run_structperc", "replace": ("sweep", None),
-                "key": f"{OURS} | {s['setting']} | dev",
-                "kwargs": {"paths": paths, "out_dir": str(run_dir / OURS / C.slug(s["setting"])),
-                           "config": str(configs / "tagger.cfg"), "upos_config": None,
-                           "overrides": component_overrides(s["overrides"]) + s["extra"] + ours_extra,
-                           "code": args.code, "eval_split": "dev"},
-            })
+            jobs.append(C.Job(
+                f"{OURS} | {s['setting']} | dev", OURS, "run_structperc",
+                {"paths": paths, "out_dir": str(run_dir / OURS / C.slug(s["setting"])),
+                 "config": str(configs / "tagger.cfg"), "upos_config": None,
+                 "overrides": component_overrides(s["overrides"]) + s["extra"] + ours_extra,
+                 "code": args.code, "eval_split": "dev"},
+                setting=s["setting"], dataset=DATASET, split="dev"))
         return jobs
-    systems, ours_settings = parse_only(args.only)
+    systems, ours_settings = C.parse_only(args.only, SYSTEMS, OURS, [s["setting"] for s in STRUCTPERC_SETTINGS])
     if "crfsuite" in systems:
         params = dict(CRF_PARAMS)
         params.update({k: v for k, v in (("c1", args.crf_c1), ("c2", args.crf_c2),
@@ -457,30 +431,25 @@ def build_jobs(args, paths: Dict[str, str], run_dir: Path) -> List[Dict[str, Any
                        if v is not None})
         if args.quick and args.crf_max_iterations is None:
             params["max_iterations"] = QUICK_CRF_ITERATIONS
-        jobs.append({"system": "crfsuite", "setting": None, "split": "test",
-                     "func": "run_crfsuite", "replace": ("system", None), "key": "crfsuite",
-                     "kwargs": {"paths": paths, "out_dir": str(run_dir / "crfsuite"),
-                                "params": params}})
+        jobs.append(C.Job("crfsuite", "crfsuite", "run_crfsuite",
+                          {"paths": paths, "out_dir": str(run_dir / "crfsuite"), "params": params},
+                          dataset=DATASET))
     if "spacy" in systems:
         max_steps = args.spacy_max_steps or (QUICK_SPACY_STEPS if args.quick else None)
         extra = ["--training.eval_frequency", "100"] if args.quick else []
-        jobs.append({"system": "spacy", "setting": None, "split": "test",
-                     "func": "run_spacy", "replace": ("system", None), "key": "spacy",
-                     "kwargs": {"paths": paths, "out_dir": str(run_dir / "spacy"),
-                                "max_steps": max_steps, "extra_overrides": extra}})
+        jobs.append(C.Job("spacy", "spacy", "run_spacy",
+                          {"paths": paths, "out_dir": str(run_dir / "spacy"), "max_steps": max_steps,
+                           "extra_overrides": extra}, dataset=DATASET))
     if OURS in systems:
         for s in STRUCTPERC_SETTINGS:
             if ours_settings is not None and s["setting"] not in ours_settings:
                 continue
-            jobs.append({
-                "system": OURS, "setting": s["setting"], "split": "test",
-                "func": "run_structperc", "replace": ("setting", s["setting"]),
-                "key": f"{OURS} | {s['setting']}",
-                "kwargs": {"paths": paths, "out_dir": str(run_dir / OURS / C.slug(s["setting"])),
-                           "config": str(configs / "tagger.cfg"), "upos_config": upos_cfg_arg,
-                           "overrides": component_overrides(s["overrides"]) + ours_extra,
-                           "code": args.code},
-            })
+            jobs.append(C.Job(
+                f"{OURS} | {s['setting']}", OURS, "run_structperc",
+                {"paths": paths, "out_dir": str(run_dir / OURS / C.slug(s["setting"])),
+                 "config": str(configs / "tagger.cfg"), "upos_config": upos_cfg_arg,
+                 "overrides": component_overrides(s["overrides"]) + ours_extra, "code": args.code},
+                setting=s["setting"], dataset=DATASET))
     return jobs
 
 
@@ -596,30 +565,20 @@ def make_plots(results_path: Path, out_dir: Path) -> List[Path]:
 # Main
 
 
-def _csv(cast):
-    return lambda s: [cast(x) for x in s.split(",") if x.strip()]
-
-
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", type=Path, default=None,
                    help="UD English EWT folder (default: $STRUCTPERC_DATA/ud_en_ewt, else "
                         "../shared/data/ud_en_ewt from the repo root)")
-    p.add_argument("--work-dir", type=Path, default=C.DEFAULT_WORK_DIR,
-                   help="converted data, models and logs (default benchmarks/.work)")
-    p.add_argument("--results-dir", type=Path, default=None,
-                   help="where tagger.json and the plots go (default benchmarks/results; with "
-                        "--quick: WORK_DIR/quick-results)")
-    p.add_argument("--quick", action="store_true",
-                   help=f"smoke run: slices {QUICK_LIMITS}, short training")
+    C.add_run_args(p)
     p.add_argument("--only", default=None,
                    help="comma-separated systems out of %s; or 'structperc_tagger:SETTING[;SETTING]'"
                         % ",".join(SYSTEMS))
     p.add_argument("--beam-sweep", action="store_true",
                    help="run only the beam-width x update sweep of our tagger (XPOS, dev split)")
-    p.add_argument("--sweep-widths", type=_csv(int), default=list(SWEEP_WIDTHS))
-    p.add_argument("--sweep-updates", type=_csv(str), default=list(SWEEP_UPDATES))
+    p.add_argument("--sweep-widths", type=C.csv(int), default=list(SWEEP_WIDTHS))
+    p.add_argument("--sweep-updates", type=C.csv(str), default=list(SWEEP_UPDATES))
     p.add_argument("--sweep-epochs", type=int, default=None,
                    help="--training.max_epochs for the sweep runs (default: the config's)")
     p.add_argument("--spacy-max-steps", type=int, default=None,
@@ -640,115 +599,49 @@ def parse_args(argv=None):
                         "--ours-overrides='--training.max_epochs 5'")
     p.add_argument("--xpos-only", action="store_true",
                    help="skip our UPOS runs (no pos_acc for structperc_tagger)")
-    p.add_argument("--predict-repeats", type=int, default=3,
-                   help="time the prediction pass N times, keep the fastest (default 3)")
-    p.add_argument("--plots-only", action="store_true", help="redraw the plots from the JSON")
     return p.parse_args(argv)
+
+
+def crf_tune(bench: C.Bench, paths: Dict[str, str]) -> int:
+    """Dev accuracy of XPOS CRFs at each --crf-tune (c1, c2), kept in tagger.json's crf_tuning."""
+    args, results = bench.args, []
+    for pair in args.crf_tune.split(","):
+        c1, c2 = (float(x) for x in pair.split(":"))
+        params = dict(CRF_PARAMS, c1=c1, c2=c2)
+        if args.crf_max_iterations:
+            params["max_iterations"] = args.crf_max_iterations
+        name = f"crf-tune-c1-{c1}-c2-{c2}-it{params['max_iterations']}"
+        res = bench.child("crf_tune_point", {"paths": paths, "out_dir": str(bench.run_dir / name),
+                                             "params": params}, name=name)
+        print(f"  c1={c1} c2={c2} iters={params['max_iterations']}: dev tag_acc "
+              f"{res['dev_tag_acc']:.4f}, train {res['train_seconds']:.0f}s", flush=True)
+        results.append(res)
+    (bench.run_dir / "crf_tune.json").write_text(json.dumps(results, indent=1))
+    with C.locked(bench.results_path):
+        _write_crf_tuning(bench.results_path, results)
+    return 0
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
     data_dir = args.data or C.default_data_dir(DATASET)
-    work_dir = args.work_dir.resolve()
-    results_dir = (args.results_dir or (work_dir / "quick-results" if args.quick
-                                        else C.RESULTS_DIR)).resolve()
-    results_path = results_dir / f"{COMPONENT}.json"
-    if args.plots_only:
-        for path in make_plots(results_path, results_dir):
-            print(f"wrote {path}")
+    bench = C.Bench.start(COMPONENT, __file__, args, argv, make_plots, OURS, data=data_dir)
+    if bench is None:
         return 0
-
-    t_start = time.time()
-    print(f"data: {data_dir}\nwork: {work_dir}\nresults: {results_path}", flush=True)
-    prep = prepare_data(Path(data_dir), work_dir, args.quick)
-    paths = prep["paths"]
-    run_dir = work_dir / "runs" / ("quick" if args.quick else "full") / COMPONENT
-    me = Path(__file__).resolve()
-
+    paths = prepare_data(Path(data_dir), bench.work_dir, args.quick)["paths"]
     if args.crf_tune:
-        results = []
-        for pair in args.crf_tune.split(","):
-            c1, c2 = (float(x) for x in pair.split(":"))
-            params = dict(CRF_PARAMS, c1=c1, c2=c2)
-            if args.crf_max_iterations:
-                params["max_iterations"] = args.crf_max_iterations
-            name = f"crf-tune-c1-{c1}-c2-{c2}-it{params['max_iterations']}"
-            res = C.run_child(me, "crf_tune_point",
-                              {"paths": paths, "out_dir": str(run_dir / name), "params": params},
-                              log_path=run_dir / "logs" / f"{name}.log")
-            print(f"  c1={c1} c2={c2} iters={params['max_iterations']}: dev tag_acc "
-                  f"{res['dev_tag_acc']:.4f}, train {res['train_seconds']:.0f}s", flush=True)
-            results.append(res)
-        (run_dir / "crf_tune.json").write_text(json.dumps(results, indent=1))
-        with C.locked(results_path):
-            _write_crf_tuning(results_path, results)
-        return 0
-
-    command = "python benchmarks/bench_tagger.py " + " ".join(
-        shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
-    jobs = build_jobs(args, paths, run_dir)
-    for job in jobs:
-        job["kwargs"]["predict_repeats"] = args.predict_repeats
+        return crf_tune(bench, paths)
+    jobs = build_jobs(args, paths, bench.run_dir)
     if not jobs:
         print("nothing to run")
         return 0
-    new_rows: List[Dict[str, Any]] = []
-    replaced: List[Dict[str, Any]] = []
-    details: Dict[str, Any] = {}
-    errors: Dict[str, str] = {}
-    for n, job in enumerate(jobs, 1):
-        label = job["key"]
-        log = run_dir / "logs" / f"{C.slug(label)}.log"
-        print(f"[{n}/{len(jobs)}] {label} (log: {log})", flush=True)
-        if job["func"] == "run_structperc" and not Path(job["kwargs"]["config"]).exists():
-            errors[label] = f"{job['kwargs']['config']} does not exist yet"
-            print(f"  skipped: {errors[label]}", flush=True)
-            continue
-        load_before = C.load_average()
-        try:
-            with C.Timer() as t:
-                res = C.run_child(me, job["func"], job["kwargs"], log_path=log)
-        except Exception as err:  # one system failing should not lose the others' results
-            errors[label] = str(err)
-            print(f"  FAILED: {err}", flush=True)
-            continue
-        setting = job["setting"] or res["setting"]
-        metrics = dict(res["metrics"])
-        metrics["peak_rss_mb"] = res["peak_rss_mb"]
-        for metric, value in metrics.items():
-            if value is not None:
-                new_rows.append(C.make_row(job["system"], setting, metric, value,
-                                           dataset=DATASET, split=job["split"]))
-        replaced.append(job)
-        det = dict(res.get("details", {}))
-        det.update({"setting": setting, "split": job["split"], "date": C.now_iso(),
-                    "command": command,
-                    # other work on the machine skews the timings: 1-minute load averages
-                    "load_avg_before": load_before, "load_avg_after": C.load_average(),
-                    "peak_rss_self_mb": res.get("peak_rss_self_mb"),
-                    "child_seconds": res.get("child_seconds")})
-        details[job["key"]] = det
-        shown = ", ".join(f"{k}={v:.4f}" if isinstance(v, float) and v < 1.5 else f"{k}={v:,.0f}"
-                          for k, v in metrics.items() if v is not None)
-        print(f"  {setting}: {shown}  ({t.seconds:.0f}s)", flush=True)
-
-    def is_replaced(row) -> bool:
-        for job in replaced:
-            if row["system"] != job["system"] or row["split"] != job["split"]:
-                continue
-            kind, _ = job["replace"]
-            if kind == "system" or row["setting"] == job["setting"]:
-                return True
-        return False
-
-    C.save_results(results_path, COMPONENT, new_rows, details, is_replaced, errors,
-                   command=command, quick=bool(args.quick),
-                   data={"dir": str(data_dir), "counts": corpus_counts(paths)}, notes=NOTES)
-    for path in make_plots(results_path, results_dir):
-        print(f"wrote {path}")
-    print(f"done in {time.time() - t_start:.0f}s" + (f"; {len(errors)} failed: {sorted(errors)}"
-                                                     if errors else ""))
-    return 1 if errors else 0
+    for job in jobs:
+        job.kwargs["predict_repeats"] = args.predict_repeats
+        if job.func == "run_structperc" and not Path(job.kwargs["config"]).exists():
+            bench.errors[job.key] = f"{job.kwargs['config']} does not exist yet"
+            print(f"  {job.key} skipped: {bench.errors[job.key]}", flush=True)
+    bench.run([job for job in jobs if job.key not in bench.errors])
+    return bench.finish(data={"dir": str(data_dir), "counts": corpus_counts(paths)}, notes=NOTES)
 
 
 def _write_crf_tuning(results_path, results) -> None:
