@@ -73,6 +73,39 @@ def train_pipeline(seed: int = 0, n_train: int = 60, epochs: int = 5, parser_con
     return nlp
 
 
+RERANKER = {"learner": "perceptron", "k": 4, "folds": 2, "settings": {"epochs": 3}}
+
+
+def train_full_pipeline(seed: int = 0, n_train: int = 30, epochs: int = 2):
+    """Every kind of saved file: tagger, chunker, NER, parser, a parser with a reranker
+    ("parser_rr"), a clause identifier in primal form ("structperc_clauses") and one in dual
+    form ("clauses_dual"), each sentence a gold clause."""
+    rng = random.Random(seed)
+    nlp = spacy.blank("en")
+    nlp.add_pipe("structperc_tagger")
+    nlp.add_pipe("structperc_chunker")
+    nlp.add_pipe("structperc_ner", config={"reset_every": 0})
+    nlp.add_pipe("structperc_parser", config={"min_label_freq": 1, "min_feature_freq": 1})
+    nlp.add_pipe("structperc_parser", name="parser_rr", config={
+        "min_label_freq": 1, "min_feature_freq": 1, "decoder": "beam", "beam_width": 4,
+        "reranker": RERANKER})
+    nlp.add_pipe("structperc_clauses")
+    nlp.add_pipe("structperc_clauses", name="clauses_dual", config={
+        "spans_key": "clauses_dual", "model": {"form": "dual", "degree": 2}})
+    egs = []
+    for _ in range(n_train):
+        gold = gold_doc(nlp.vocab, [random_sentence(rng) for _ in range(rng.randint(1, 3))])
+        for key in ("clauses", "clauses_dual"):
+            gold.spans[key] = [Span(gold, s.start, s.end, label="S") for s in gold.sents]
+        predicted = Doc(nlp.vocab, words=[t.text for t in gold], tags=[t.tag_ for t in gold])
+        egs.append(Example(predicted, gold))
+    nlp.initialize(lambda: egs)
+    for _ in range(epochs):
+        for name, pipe in nlp.pipeline:
+            pipe.update(egs)
+    return nlp
+
+
 def annotations(doc: Doc) -> tuple:
     """Everything the four components write, as plain values."""
     return (tuple(t.tag_ for t in doc), tuple(t.head.i for t in doc), tuple(t.dep_ for t in doc),
