@@ -12,7 +12,7 @@ import weakref
 from contextlib import contextmanager
 from itertools import islice
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Protocol, Sequence, Tuple, Union
 
 import numpy
 from spacy import util
@@ -24,11 +24,40 @@ from spacy.util import minibatch
 from spacy.vocab import Vocab
 
 from ..errors import Errors
+from .._core.weights import AveragedWeights
 from ..features import DOC_ATOMS
 from ..model import PerceptronModel
 
 # Doc attributes a feature atom reads, as spaCy's `requires` names them.
 REQUIRED_ATTR_NAMES = {"tag": "token.tag", "pos": "token.pos"}
+
+
+class PipeModel(Protocol):
+    """What PerceptronPipe asks of its model: PerceptronModel (and ParserModel), the weight
+    table of the taggers and the parser, and ClauseModel, the clause identifier's three
+    functions. Subclasses narrow `model` to the class they hold."""
+
+    @property
+    def is_initialized(self) -> bool: ...
+
+    @property
+    def weights(self) -> Optional[AveragedWeights]:
+        """The weight table the decoders read (None before initialize)."""
+
+    @property
+    def atom_names(self) -> Sequence[str]:
+        """The atoms the feature templates read (the pipe's `requires` come from these)."""
+
+    def to_bytes(self, component: str = "") -> bytes: ...
+
+    def to_file(self, path: Any) -> None: ...
+
+    # Loading is parse (every check, nothing changes) then apply (nothing can fail).
+    def parse_bytes(self, data: bytes, component: str = "") -> dict: ...
+
+    def parse_file(self, path: Any, component: str = "") -> dict: ...
+
+    def apply(self, fields: dict) -> None: ...
 
 
 class PerceptronPipe(TrainablePipe):
@@ -37,8 +66,9 @@ class PerceptronPipe(TrainablePipe):
     factory_name = "structperc"
     # cfg entries that initialize learns (not constructor settings), restored when unpickling.
     learned_cfg: Tuple[str, ...] = ("labels",)
+    model: PipeModel
 
-    def __init__(self, vocab: Vocab, model: PerceptronModel, name: str, *, scorer=None, **cfg):
+    def __init__(self, vocab: Vocab, model: PipeModel, name: str, *, scorer=None, **cfg):
         self.vocab = vocab
         self.model = model
         self.name = name
@@ -69,7 +99,7 @@ class PerceptronPipe(TrainablePipe):
         self._check_label(label)
         self.cfg["labels"].append(label)
         self.vocab.strings.add(label)
-        if self.model.is_initialized:
+        if isinstance(self.model, PerceptronModel) and self.model.is_initialized:
             self.model.resize(self.n_classes)
         self._labels_changed()
         return 1
@@ -209,8 +239,10 @@ class PerceptronPipe(TrainablePipe):
                 self.add_label(label)
         if not self.labels:
             raise ValueError(Errors.S002.format(name=self.name, attr=attr))
-        self.model.load_resources(nlp.lang if nlp is not None else self.vocab.lang, self.name)
-        self.model.initialize(self.n_classes)
+        model = self.model
+        assert isinstance(model, PerceptronModel), "_init_labels initializes a weight table"
+        model.load_resources(nlp.lang if nlp is not None else self.vocab.lang, self.name)
+        model.initialize(self.n_classes)
         self._labels_changed()
 
     # Training hooks spaCy calls ----------------------------------------------------------------
@@ -272,7 +304,7 @@ class PerceptronPipe(TrainablePipe):
 
     def to_bytes(self, *, exclude=tuple()) -> bytes:
         serialize = {
-            "cfg": lambda: dump_cfg(self.cfg),
+            "cfg": lambda: dump_cfg(self.cfg).encode("utf8"),
             "vocab": lambda: self.vocab.to_bytes(exclude=exclude),
             "model": self._model_bytes,
         }
@@ -281,7 +313,7 @@ class PerceptronPipe(TrainablePipe):
     def to_disk(self, path, *, exclude=tuple()) -> None:
         path = util.ensure_path(path)
         serialize = {
-            "cfg": lambda p: Path(p).write_text(dump_cfg(self.cfg), encoding="utf8"),
+            "cfg": lambda p: write_cfg(p, self.cfg),
             "vocab": lambda p: self.vocab.to_disk(p, exclude=exclude),
             "model": lambda p: self.model.to_file(p),
         }
@@ -400,6 +432,10 @@ def _cfg_digest(cfg: Dict[str, Any]) -> str:
 def dump_cfg(cfg: Dict[str, Any]) -> str:
     """A component's cfg as saved: JSON with the checksum of its settings."""
     return json.dumps({**cfg, CFG_CHECKSUM_KEY: _cfg_digest(cfg)}, indent=2, sort_keys=True) + "\n"
+
+
+def write_cfg(path: Union[str, Path], cfg: Dict[str, Any]) -> None:
+    Path(path).write_text(dump_cfg(cfg), encoding="utf8")
 
 
 def load_cfg(data: Union[str, bytes], name: str) -> Dict[str, Any]:
