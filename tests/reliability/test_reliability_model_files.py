@@ -85,6 +85,24 @@ def test_every_single_byte_flip_of_a_clause_model_is_refused(full, name):
     assert state(pipe) == before
 
 
+@pytest.mark.parametrize("change", [{"form": "kernel"}, {"context": 9}, {"n_buckets": 0},
+                                    {"kernel": {"degree": 2}}, {"form": "swap"}])
+def test_clause_model_fields_are_checked_behind_the_checksum(full, change):
+    """What a writer that got the contents wrong would produce: a valid checksum over settings
+    the model does not take, or functions of the other form (S006, the component unchanged)."""
+    for name in ("structperc_clauses", "clauses_dual"):
+        pipe = full.get_pipe(name)
+        before = state(pipe)
+        msg = srsly.msgpack_loads(pipe.model.to_bytes())
+        if change == {"form": "swap"}:
+            msg["form"] = "primal" if msg["form"] == "dual" else "dual"
+        else:
+            msg.update(change)
+        with pytest.raises(ValueError, match=rf"^\[S006\].*'{name}'"):
+            pipe.from_bytes(_with_model(pipe, pack_model_msg(msg)))
+        assert state(pipe) == before
+
+
 def _flip_sweep(pipe, path, positions, rng):
     """Flip one byte of `path` at each position and load the component's directory: every flip
     either raises a coded error naming the pipe or loads exactly the component that was saved
