@@ -185,6 +185,14 @@ class Errors(metaclass=ErrorsWithCodes):
             "{found!r}, now {expected!r}). Resume with the same inputs and --partition-size, or "
             "write to a new folder.")
 
+    # S310-S319: saved-pipeline integrity (the settings file of a component).
+    S310 = ("The settings file (cfg) of component '{name}' is damaged: its checksum does not match "
+            "its contents (a truncated copy, a failed download, a disk error or a hand edit). "
+            "Restore it from a good copy or retrain; the component was left as it was.")
+    S311 = ("The settings (cfg) of component '{name}' cannot be loaded: {reason}. The file is "
+            "damaged or was written by another version of spacy-structperc; restore it from a "
+            "good copy or retrain. The component was left as it was.")
+
 
 class Warnings(metaclass=ErrorsWithCodes):
     W001 = ("Component '{name}' skipped {n} example(s) in this batch whose tokenization could not "

@@ -1,5 +1,11 @@
-"""Every @Language.factory of spacy-structperc with its default config (entry-point targets)."""
-from typing import Callable, Optional
+"""Every @Language.factory of spacy-structperc with its default config (entry-point targets).
+
+Each setting is written where it is declared (default_config), typed in the factory's signature
+(spaCy validates a config against it) and documented in the factory's docstring. The factory
+hands its arguments to the component as they are (`_build`), so no setting is spelled out a
+further time in a hand-written call.
+"""
+from typing import Any, Callable, Optional, Type, TypeVar
 
 from spacy.language import Language
 from thinc.api import Config
@@ -14,6 +20,17 @@ from .pipeline.tagger import StructuredTagger
 from .clauses import registry as _clause_registry  # noqa: F401  (clause model, features, readers)
 from .clauses.component import ClauseIdentifier
 from .clauses.model import ClauseModel
+from .pipeline.base import PerceptronPipe
+
+P = TypeVar("P", bound=PerceptronPipe)
+
+
+def _build(cls: Type[P], nlp: Language, name: str, model: Any, **settings: Any) -> P:
+    """The component `cls` with the factory's model and settings (every argument of the factory
+    but nlp, which gives the vocab, and the component learns its Language for its pipe meta)."""
+    pipe = cls(nlp.vocab, model, name, **settings)
+    pipe._bind_language(nlp)
+    return pipe
 
 DEFAULT_TAGGER_MODEL = Config().from_str("""
 [model]
@@ -68,12 +85,7 @@ def make_tagger(nlp: Language, name: str, model: PerceptronModel, decoder: str, 
         (Ratnaparkhi 1996); 0 turns the tag dictionary off.
     scorer: tag_acc (and pos_acc) or pos_acc, following attr.
     """
-    tagger = StructuredTagger(nlp.vocab, model, name, decoder=decoder, lookahead_depth=lookahead_depth,
-                              order=order, beam_width=beam_width, update=update, margin=margin,
-                              direction=direction, attr=attr,
-                              tag_dict_min_count=tag_dict_min_count, scorer=scorer)
-    tagger._bind_language(nlp)
-    return tagger
+    return _build(StructuredTagger, **locals())
 
 
 DEFAULT_CHUNKER_MODEL = Config().from_str("""
@@ -132,11 +144,7 @@ def make_chunker(nlp: Language, name: str, model: PerceptronModel, spans_key: st
     direction: "ltr" or "rtl".
     scorer: conlleval's chunk precision, recall and F1 (spacy-structperc.chunk_scorer.v1).
     """
-    chunker = StructuredChunker(nlp.vocab, model, name, spans_key=spans_key, decoder=decoder,
-                                lookahead_depth=lookahead_depth, order=order, beam_width=beam_width,
-                                update=update, margin=margin, direction=direction, scorer=scorer)
-    chunker._bind_language(nlp)
-    return chunker
+    return _build(StructuredChunker, **locals())
 
 
 DEFAULT_NER_MODEL = Config().from_str("""
@@ -186,11 +194,7 @@ def make_ner(nlp: Language, name: str, model: PerceptronModel, n_latent: int, or
     seed: the seed of that noise.
     scorer: ents_p/r/f and ents_per_type (spacy.ner_scorer.v1).
     """
-    ner = LatentEntityRecognizer(nlp.vocab, model, name, n_latent=n_latent, order=order,
-                                 reset_every=reset_every, init_scale=init_scale, seed=seed,
-                                 scorer=scorer)
-    ner._bind_language(nlp)
-    return ner
+    return _build(LatentEntityRecognizer, **locals())
 
 
 DEFAULT_PARSER_MODEL = Config().from_str("""
@@ -256,13 +260,7 @@ def make_parser(nlp: Language, name: str, model: ParserModel, decoder: str, look
     reranker: optional k-best reranking block (learner, k, kernel, folds, features; collins2001),
         see the README's reranking section; null parses with the base model alone.
     """
-    parser = StructuredParser(nlp.vocab, model, name, decoder=decoder, lookahead_depth=lookahead_depth,
-                              label_candidates=label_candidates, beam_width=beam_width, update=update,
-                              margin=margin, min_label_freq=min_label_freq,
-                              min_feature_freq=min_feature_freq, root_label=root_label,
-                              scorer=scorer, reranker=reranker)
-    parser._bind_language(nlp)
-    return parser
+    return _build(StructuredParser, **locals())
 
 
 DEFAULT_CLAUSES_MODEL = Config().from_str("""
@@ -300,5 +298,18 @@ conjunctions = true
 )
 def make_clauses(nlp: Language, name: str, model: ClauseModel, spans_key: str, label: str, chunks_key: str,
                  method: str, max_boundaries: int, max_span: int, scorer: Optional[Callable]) -> ClauseIdentifier:
-    return ClauseIdentifier(nlp.vocab, model, name, spans_key=spans_key, label=label, chunks_key=chunks_key,
-                            method=method, max_boundaries=max_boundaries, max_span=max_span, scorer=scorer)
+    """A clause identifier (the FR-Perceptron of carreras2003) writing nested clauses to doc.spans.
+
+    model: spacy-structperc.ClauseRanker.v1: the start filter, end filter and phrase scorer over
+        clause_features.v1 (words, token.tag_, chunks); form = "primal" (averaged perceptrons,
+        the default) or "dual" (voted polynomial-kernel perceptrons of `degree`).
+    spans_key: the doc.spans group written (and read as gold).
+    label: the label of every clause span (the component's one label).
+    chunks_key: the doc.spans group of chunks read as features, when the Doc has it.
+    method: training feedback: "fr" (the FR-Perceptron, carreras2003 §3.1), "co" or "cb"
+        (online and batch classification baselines, Table 1).
+    max_boundaries: the filters keep at most this many starts and ends per sentence (>= 1).
+    max_span: the longest clause in tokens (0 = no limit).
+    scorer: spans_{spans_key}_p/r/f (spacy-structperc.clause_scorer.v1).
+    """
+    return _build(ClauseIdentifier, **locals())

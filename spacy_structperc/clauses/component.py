@@ -36,6 +36,7 @@ class ClauseIdentifier(PerceptronPipe):
     """Finds clauses (nested spans) and writes them to doc.spans[spans_key]."""
 
     factory_name = "structperc_clauses"
+    model: ClauseModel
 
     def __init__(self, vocab: Vocab, model: ClauseModel, name: str = "clauses", *, spans_key: str = "clauses",
                  label: str = "S", chunks_key: str = "chunks", method: str = "fr", max_boundaries: int = 100,
@@ -71,8 +72,9 @@ class ClauseIdentifier(PerceptronPipe):
         rebuilt when the functions change (initialize, load)."""
         slot = self._thread_extra()
         rec = slot.get("recognizer")
+        functions = self.model.functions   # set: callers check initialization (S001) first
         if rec is None or slot.get("generation") != self._decoding.generation or \
-                rec.start_fn is not self.model.functions["start"]:
+                functions is None or rec.start_fn is not functions["start"]:
             rec = self.model.recognizer(self.cfg["max_boundaries"], self.cfg["max_span"])
             slot["recognizer"] = rec
             slot["generation"] = self._decoding.generation

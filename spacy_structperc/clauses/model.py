@@ -190,11 +190,19 @@ class ClauseModel:
             # fails here, not half-way through apply
             TemplateSet([dict(name=t["name"], parts=[list(p) for p in t["parts"]]) for t in fields["templates"]],
                         list(ATOM_NAMES))
+            # the settings the constructor checks, checked again (a file is not a config)
+            if fields["form"] not in FORMS or not 0 <= fields["context"] <= 6 or fields["n_buckets"] < 1:
+                raise ValueError(f"form {fields['form']!r}, context {fields['context']} or n_buckets "
+                                 f"{fields['n_buckets']} is not a setting the model takes")
+            if set(fields["kernel"]) != {"degree", "coef0", "gamma"}:
+                raise ValueError(f"the kernel settings are {sorted(fields['kernel'])}")
             functions = msg["functions"]
             if functions is not None:
                 loaded: Dict[str, LinearFunction] = {}
                 for f in FUNCTIONS:
                     part = functions[f]
+                    if ("dual" in part) != (fields["form"] == "dual"):
+                        raise ValueError(f"function {f!r} is not in the model's form {fields['form']!r}")
                     if "dual" in part:
                         from .._core import kernel
                         perceptron = kernel.DualPerceptron(kernel.PolynomialKernel(**fields["kernel"]))

@@ -5,14 +5,16 @@ optimizer hooks spaCy's training loop calls, serialization without pickle, and p
 multiprocessing.
 """
 import dataclasses
+import hashlib
+import json
 import threading
 import weakref
 from contextlib import contextmanager
 from itertools import islice
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
+from pathlib import Path
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Protocol, Sequence, Tuple, Union
 
 import numpy
-import srsly
 from spacy import util
 from spacy.attrs import ORTH
 from spacy.pipeline import Pipe, TrainablePipe
@@ -22,11 +24,40 @@ from spacy.util import minibatch
 from spacy.vocab import Vocab
 
 from ..errors import Errors
+from .._core.weights import AveragedWeights
 from ..features import DOC_ATOMS
 from ..model import PerceptronModel
 
 # Doc attributes a feature atom reads, as spaCy's `requires` names them.
 REQUIRED_ATTR_NAMES = {"tag": "token.tag", "pos": "token.pos"}
+
+
+class PipeModel(Protocol):
+    """What PerceptronPipe asks of its model: PerceptronModel (and ParserModel), the weight
+    table of the taggers and the parser, and ClauseModel, the clause identifier's three
+    functions. Subclasses narrow `model` to the class they hold."""
+
+    @property
+    def is_initialized(self) -> bool: ...
+
+    @property
+    def weights(self) -> Optional[AveragedWeights]:
+        """The weight table the decoders read (None before initialize)."""
+
+    @property
+    def atom_names(self) -> Sequence[str]:
+        """The atoms the feature templates read (the pipe's `requires` come from these)."""
+
+    def to_bytes(self, component: str = "") -> bytes: ...
+
+    def to_file(self, path: Any) -> None: ...
+
+    # Loading is parse (every check, nothing changes) then apply (nothing can fail).
+    def parse_bytes(self, data: bytes, component: str = "") -> dict: ...
+
+    def parse_file(self, path: Any, component: str = "") -> dict: ...
+
+    def apply(self, fields: dict) -> None: ...
 
 
 class PerceptronPipe(TrainablePipe):
@@ -35,8 +66,9 @@ class PerceptronPipe(TrainablePipe):
     factory_name = "structperc"
     # cfg entries that initialize learns (not constructor settings), restored when unpickling.
     learned_cfg: Tuple[str, ...] = ("labels",)
+    model: PipeModel
 
-    def __init__(self, vocab: Vocab, model: PerceptronModel, name: str, *, scorer=None, **cfg):
+    def __init__(self, vocab: Vocab, model: PipeModel, name: str, *, scorer=None, **cfg):
         self.vocab = vocab
         self.model = model
         self.name = name
@@ -67,7 +99,7 @@ class PerceptronPipe(TrainablePipe):
         self._check_label(label)
         self.cfg["labels"].append(label)
         self.vocab.strings.add(label)
-        if self.model.is_initialized:
+        if isinstance(self.model, PerceptronModel) and self.model.is_initialized:
             self.model.resize(self.n_classes)
         self._labels_changed()
         return 1
@@ -207,8 +239,10 @@ class PerceptronPipe(TrainablePipe):
                 self.add_label(label)
         if not self.labels:
             raise ValueError(Errors.S002.format(name=self.name, attr=attr))
-        self.model.load_resources(nlp.lang if nlp is not None else self.vocab.lang, self.name)
-        self.model.initialize(self.n_classes)
+        model = self.model
+        assert isinstance(model, PerceptronModel), "_init_labels initializes a weight table"
+        model.load_resources(nlp.lang if nlp is not None else self.vocab.lang, self.name)
+        model.initialize(self.n_classes)
         self._labels_changed()
 
     # Training hooks spaCy calls ----------------------------------------------------------------
@@ -270,7 +304,7 @@ class PerceptronPipe(TrainablePipe):
 
     def to_bytes(self, *, exclude=tuple()) -> bytes:
         serialize = {
-            "cfg": lambda: srsly.json_dumps(self.cfg),
+            "cfg": lambda: dump_cfg(self.cfg).encode("utf8"),
             "vocab": lambda: self.vocab.to_bytes(exclude=exclude),
             "model": self._model_bytes,
         }
@@ -279,21 +313,21 @@ class PerceptronPipe(TrainablePipe):
     def to_disk(self, path, *, exclude=tuple()) -> None:
         path = util.ensure_path(path)
         serialize = {
-            "cfg": lambda p: srsly.write_json(p, self.cfg),
+            "cfg": lambda p: write_cfg(p, self.cfg),
             "vocab": lambda p: self.vocab.to_disk(p, exclude=exclude),
             "model": lambda p: self.model.to_file(p),
         }
         util.to_disk(path, serialize, exclude)
 
-    # Loading is all-or-nothing: every part is read and checked first (the model file against
-    # its checksum, its weights against the labels of the new cfg), and only then does the
-    # component take them. A failed load raises a coded error and leaves the component as it
+    # Loading is all-or-nothing: every part is read and checked first (the cfg and the model file
+    # against their checksums, the cfg's settings against this component's, the model's weights
+    # against the labels of the new cfg), and only then does the component take them. A failed load raises a coded error and leaves the component as it
     # was (the shared vocab may have gained strings, which changes nothing).
 
     def from_bytes(self, bytes_data: bytes, *, exclude=tuple()):
         staged: Dict[str, Any] = {}
         deserialize = {
-            "cfg": lambda b: staged.__setitem__("cfg", srsly.json_loads(b)),
+            "cfg": lambda b: staged.__setitem__("cfg", load_cfg(b, self.name)),
             "vocab": lambda b: staged.__setitem__("vocab", lambda: self.vocab.from_bytes(b, exclude=exclude)),
             "model": lambda b: staged.__setitem__("model", self.model.parse_bytes(b, self.name)),
         }
@@ -306,7 +340,7 @@ class PerceptronPipe(TrainablePipe):
         path = util.ensure_path(path)
         staged: Dict[str, Any] = {}
         deserialize = {
-            "cfg": lambda p: staged.__setitem__("cfg", srsly.read_json(p)),
+            "cfg": lambda p: staged.__setitem__("cfg", load_cfg(Path(p).read_bytes(), self.name)),
             "vocab": lambda p: staged.__setitem__("vocab", lambda: self.vocab.from_disk(p, exclude=exclude)),
             "model": lambda p: staged.__setitem__("model", self.model.parse_file(p, self.name)),
         }
@@ -331,8 +365,7 @@ class PerceptronPipe(TrainablePipe):
         """Check the staged parts against each other, then take them."""
         cfg = dict(self.cfg)
         if "cfg" in staged:
-            if not isinstance(staged["cfg"], dict) or not isinstance(staged["cfg"].get("labels", []), list):
-                raise ValueError(Errors.S006.format(name=self.name, reason="its cfg is not a settings table"))
+            self._check_cfg(staged["cfg"])
             cfg.update(staged["cfg"])
         fields = staged.get("model")
         if fields is not None and fields["weights"] is not None:
@@ -346,6 +379,26 @@ class PerceptronPipe(TrainablePipe):
         if fields is not None:
             self.model.apply(fields)
         self._labels_changed()
+
+    def _check_cfg(self, saved: Dict[str, Any]) -> None:
+        """Raise S311 unless a loaded cfg holds only this component's settings, each a value of
+        the type it has here, and labels that are strings. Behind the checksum this catches
+        cfgs of another version; for a cfg saved before the checksum, damage that changes a
+        name or a type."""
+        unknown = sorted(set(saved) - set(self.cfg) - set(self.learned_cfg))
+        if unknown:
+            raise ValueError(Errors.S311.format(name=self.name, reason=f"unknown setting(s) {unknown}"))
+        labels = saved.get("labels", [])
+        if not isinstance(labels, list) or not all(isinstance(label, str) for label in labels):
+            raise ValueError(Errors.S311.format(name=self.name, reason="'labels' is not a list of strings"))
+        for key, value in saved.items():
+            current = self.cfg.get(key)
+            if current is None or value is None:
+                continue
+            expected = float if type(current) is float else type(current)
+            if not (type(value) is expected or expected is float and type(value) is int):
+                raise ValueError(Errors.S311.format(
+                    name=self.name, reason=f"'{key}' is {value!r}, where a {expected.__name__} belongs"))
 
     def _n_classes_with(self, cfg: Dict[str, Any]) -> int:
         """n_classes as it would be with settings `cfg`."""
@@ -361,6 +414,48 @@ class PerceptronPipe(TrainablePipe):
         learned = {k: self.cfg[k] for k in self.learned_cfg if k in self.cfg}
         return (_unpickle_pipe, (type(self), self.vocab, self.model, self.name, self.scorer,
                                  settings, learned))
+
+
+# A saved cfg is JSON with a blake2b-128 of its settings under CFG_CHECKSUM_KEY: a label or a
+# setting changed by damage would otherwise load as a different, valid component. The digest is
+# over the settings' canonical JSON (sorted keys, Python's exact float repr), so whitespace
+# changes nothing and any changed value is caught. A cfg without the key (saved before it
+# existed) loads after the checks of PerceptronPipe._check_cfg.
+CFG_CHECKSUM_KEY = "checksum"
+
+
+def _cfg_digest(cfg: Dict[str, Any]) -> str:
+    canonical = json.dumps(cfg, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.blake2b(canonical.encode("ascii"), digest_size=16).hexdigest()
+
+
+def dump_cfg(cfg: Dict[str, Any]) -> str:
+    """A component's cfg as saved: JSON with the checksum of its settings."""
+    return json.dumps({**cfg, CFG_CHECKSUM_KEY: _cfg_digest(cfg)}, indent=2, sort_keys=True) + "\n"
+
+
+def write_cfg(path: Union[str, Path], cfg: Dict[str, Any]) -> None:
+    Path(path).write_text(dump_cfg(cfg), encoding="utf8")
+
+
+def load_cfg(data: Union[str, bytes], name: str) -> Dict[str, Any]:
+    """The settings of a saved cfg, checked against its checksum (S310) and for being a JSON
+    table (S311)."""
+    try:
+        cfg = json.loads(data)
+    except ValueError as e:   # JSONDecodeError and UnicodeDecodeError
+        raise ValueError(Errors.S311.format(name=name, reason=f"not JSON ({type(e).__name__})")) from None
+    if not isinstance(cfg, dict):
+        raise ValueError(Errors.S311.format(name=name, reason="it is not a settings table"))
+    if CFG_CHECKSUM_KEY in cfg:
+        digest = cfg.pop(CFG_CHECKSUM_KEY)
+        try:
+            matches = digest == _cfg_digest(cfg)
+        except (TypeError, ValueError):   # not JSON-able as loaded: cannot be what was written
+            matches = False
+        if not matches:
+            raise ValueError(Errors.S310.format(name=name))
+    return cfg
 
 
 _PIPE_NAME = Pipe.__dict__["name"]   # spaCy's slot for the name, which its Cython code reads

@@ -89,6 +89,8 @@ def _choice(name: str, setting: str, value, options) -> None:
 class SequenceLabeller(PerceptronPipe):
     """A structured-perceptron sequence labeller: subclass it, do not add it to a pipeline."""
 
+    model: PerceptronModel
+
     def __init__(self, vocab: Vocab, model: PerceptronModel, name: str, *,
                  decoder: str = "greedy", lookahead_depth: int = 0, order: int = 2,
                  beam_width: int = 4, update: str = "max-violation", margin: float = 40.0,

@@ -510,8 +510,8 @@ def test_corrupt_model_bytes_raise_coded_value_error(trained, case):
 def test_corrupt_component_bytes_raise_coded_value_error(trained):
     fresh = _same_pipeline(trained).get_pipe("structperc_tagger")
     bad_cfg = srsly.msgpack_dumps({"cfg": b"{not json"})
-    for data in (b"\x93\xff\x00 not msgpack at all", b"", bad_cfg):
-        with pytest.raises(ValueError, match="S006"):
+    for data, code in ((b"\x93\xff\x00 not msgpack at all", "S006"), (b"", "S006"), (bad_cfg, "S311")):
+        with pytest.raises(ValueError, match=code):
             fresh.from_bytes(data)
 
 

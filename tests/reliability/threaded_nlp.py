@@ -54,16 +54,24 @@ def gold_doc(vocab, sentences) -> Doc:
 
 def train_pipeline(seed: int = 0, n_train: int = 60, epochs: int = 5, parser_config=None):
     """tagger + chunker + NER + parser, trained on generated sentences (a few seconds)."""
-    rng = random.Random(seed)
     nlp = spacy.blank("en")
     nlp.add_pipe("structperc_tagger")
     nlp.add_pipe("structperc_chunker")
     nlp.add_pipe("structperc_ner", config={"reset_every": 0})
     nlp.add_pipe("structperc_parser", config={"min_label_freq": 1, "min_feature_freq": 1,
                                                **(parser_config or {})})
+    return _train(nlp, seed, n_train, epochs)
+
+
+def _train(nlp, seed: int, n_train: int, epochs: int, clause_keys: Sequence[str] = ()):
+    """Initialize and train every component of `nlp` on generated Docs (each sentence a gold
+    clause under every key of `clause_keys`)."""
+    rng = random.Random(seed)
     egs = []
     for _ in range(n_train):
         gold = gold_doc(nlp.vocab, [random_sentence(rng) for _ in range(rng.randint(1, 3))])
+        for key in clause_keys:
+            gold.spans[key] = [Span(gold, s.start, s.end, label="S") for s in gold.sents]
         predicted = Doc(nlp.vocab, words=[t.text for t in gold], tags=[t.tag_ for t in gold])
         egs.append(Example(predicted, gold))
     nlp.initialize(lambda: egs)
@@ -71,6 +79,27 @@ def train_pipeline(seed: int = 0, n_train: int = 60, epochs: int = 5, parser_con
         for name, pipe in nlp.pipeline:
             pipe.update(egs)
     return nlp
+
+
+RERANKER = {"learner": "perceptron", "k": 4, "folds": 2, "settings": {"epochs": 3}}
+
+
+def train_full_pipeline(seed: int = 0, n_train: int = 30, epochs: int = 2):
+    """Every kind of saved file: tagger, chunker, NER, parser, a parser with a reranker
+    ("parser_rr"), a clause identifier in primal form ("structperc_clauses") and one in dual
+    form ("clauses_dual"), each sentence a gold clause."""
+    nlp = spacy.blank("en")
+    nlp.add_pipe("structperc_tagger")
+    nlp.add_pipe("structperc_chunker")
+    nlp.add_pipe("structperc_ner", config={"reset_every": 0})
+    nlp.add_pipe("structperc_parser", config={"min_label_freq": 1, "min_feature_freq": 1})
+    nlp.add_pipe("structperc_parser", name="parser_rr", config={
+        "min_label_freq": 1, "min_feature_freq": 1, "decoder": "beam", "beam_width": 4,
+        "reranker": RERANKER})
+    nlp.add_pipe("structperc_clauses")
+    nlp.add_pipe("structperc_clauses", name="clauses_dual", config={
+        "spans_key": "clauses_dual", "model": {"form": "dual", "degree": 2}})
+    return _train(nlp, seed, n_train, epochs, ("clauses", "clauses_dual"))
 
 
 def annotations(doc: Doc) -> tuple:
