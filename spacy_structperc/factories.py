@@ -32,6 +32,7 @@ def _build(cls: Type[P], nlp: Language, name: str, model: Any, **settings: Any) 
     pipe._bind_language(nlp)
     return pipe
 
+
 DEFAULT_TAGGER_MODEL = Config().from_str("""
 [model]
 @architectures = "spacy-structperc.AveragedPerceptron.v1"
