@@ -55,8 +55,19 @@ METRIC = {"tagger": "tag_acc", "parser": "dep_las"}
 # Children
 
 
+# Variants of the accuracy runs (--variants): config overrides and the mixing, beside the
+# default (the config as it is, uniform mixing).
+VARIANTS: Dict[str, Dict[str, Any]] = {
+    "": {"overrides": {}, "mixing": "uniform", "label": ""},
+    # One sentence per Doc (the configs' documents reader merged 10 until session 5).
+    "sent1": {"overrides": {"corpora.train.sentences_per_doc": 1, "corpora.dev.sentences_per_doc": 1},
+              "mixing": "uniform", "label": ", one sentence per Doc"},
+    "mistakes": {"overrides": {}, "mixing": "mistakes", "label": ", mistake-weighted"},
+}
+
+
 def child_accuracy(config: str, train: str, dev: str, test: str, output: str, shards: int,
-                   epochs: int) -> Dict[str, Any]:
+                   epochs: int, overrides: Optional[Dict[str, Any]] = None, mixing: str = "uniform") -> Dict[str, Any]:
     """Train by mixing `shards` shards in this process; the test scores after every epoch."""
     import spacy
     from spacy.tokens import DocBin
@@ -78,16 +89,19 @@ def child_accuracy(config: str, train: str, dev: str, test: str, output: str, sh
                       "test": {k: scores.get(k) for k in ("tag_acc", "dep_uas", "dep_las")}})
         print(f"epoch {row['epoch']}: test {curve[-1]['test']}", flush=True)
 
-    log = train_distributed(config, output, overrides={"paths.train": train, "paths.dev": dev},
-                            n_shards=shards, epochs=epochs, simulate=True, on_epoch=on_epoch)
+    log = train_distributed(config, output, overrides={"paths.train": train, "paths.dev": dev, **(overrides or {})},
+                            n_shards=shards, epochs=epochs, simulate=True, on_epoch=on_epoch, mixing=mixing)
     return {"curve": curve, "log_epochs": len(log["epochs"])}
 
 
-def child_serial(config: str, train: str, dev: str, output: str, epochs: int) -> Dict[str, Any]:
+def child_serial(config: str, train: str, dev: str, output: str, epochs: int, eval_every: int = 1) -> Dict[str, Any]:
     """The serial baseline: the config trained in this one process as `spacy train` does it (its
-    corpus readers, `nlp.update` on batches of the configured size, a dev evaluation after each
-    epoch and model-best saved when it improves), without Dask. Seconds per epoch: all of that,
-    as `train_distributed`'s are; `update_seconds` the updates alone. The peak RSS is the process's."""
+    corpus readers, `nlp.update` on batches of the configured size, a dev evaluation every
+    `eval_every` epochs and after the last, model-best saved when it improves), without Dask.
+    Before evaluating, the averaged weights are materialized, as train_distributed's driver does
+    (so the comparison is of the training, not of two ways to score averages). Seconds per epoch:
+    all of that, as `train_distributed`'s are; `update_seconds` the updates alone. The peak RSS is
+    the process's."""
     import random
 
     from spacy import util
@@ -121,10 +135,15 @@ def child_serial(config: str, train: str, dev: str, output: str, epochs: int) ->
             nlp.update(batch, sgd=False, losses={}, exclude=T["frozen_components"],
                        annotates=T["annotating_components"])
         update_seconds.append(time.perf_counter() - start)
-        scores.append(evaluate()[0])
-        if best is None or scores[-1] > best:
-            best = scores[-1]
-            nlp.to_disk(Path(output) / "model-best")
+        if epoch % eval_every == 0 or epoch == epochs:
+            for _, pipe in nlp.pipeline:
+                weights = getattr(getattr(pipe, "model", None), "weights", None)
+                if hasattr(weights, "average"):
+                    weights.average()
+            scores.append(evaluate()[0])
+            if best is None or scores[-1] > best:
+                best = scores[-1]
+                nlp.to_disk(Path(output) / "model-best")
         seconds.append(time.perf_counter() - start)
         cpu.append(time.process_time() - cpu_start)
     steady = seconds[1:] or seconds
@@ -134,7 +153,8 @@ def child_serial(config: str, train: str, dev: str, output: str, epochs: int) ->
             "load_average_start": load_start, "load_average": C.load_average()}
 
 
-def child_timing(config: str, train: str, dev: str, output: str, workers: int, epochs: int) -> Dict[str, Any]:
+def child_timing(config: str, train: str, dev: str, output: str, workers: int, epochs: int,
+                 eval_every: int = 1) -> Dict[str, Any]:
     from distributed import Client, LocalCluster
 
     from spacy_structperc.distributed.train import train_distributed
@@ -143,12 +163,12 @@ def child_timing(config: str, train: str, dev: str, output: str, workers: int, e
     with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
         with Client(cluster) as client:
             log = train_distributed(config, output, overrides={"paths.train": train, "paths.dev": dev},
-                                    client=client, epochs=epochs)
+                                    client=client, epochs=epochs, eval_every=eval_every)
     rows = log["epochs"]
     # Wall-clock per epoch with its dev evaluation and saving, as the serial baseline counts it.
     steady = [r["wall_seconds"] for r in rows[1:]] or [rows[0]["wall_seconds"]]
     keep = ("epoch", "wall_seconds", "train_seconds", "mix_seconds", "shard_seconds", "shard_phases", "delta_mb", "mix_mb",
-            "worker_peak_rss_mb", "score", "driver_cpu", "mix_message_cpu", "shard_task_cpu", "shard_process_cpu")
+            "worker_peak_rss_mb", "score", "driver_cpu", "driver_phases_cpu", "mix_message_cpu", "shard_task_cpu", "shard_process_cpu")
     return {"train_seconds": [r["wall_seconds"] for r in rows], "seconds_per_epoch": statistics.median(steady),
             "idle_estimate": _idle_estimate([{k: r.get(k) for k in keep} for r in rows]),
             "worker_peak_rss_mb": max(max(r["worker_peak_rss_mb"]) for r in rows),
@@ -259,34 +279,39 @@ REUSE = False
 
 
 def run_accuracy(args, paths, work, rows, details, errors):
-    for comp in args.components:
+    runs = [(comp, shards, variant) for comp in args.components for variant in args.variants
+            for shards in [1] + args.shards[comp]
+            if not (shards == 1 and VARIANTS[variant]["mixing"] != "uniform")]   # one shard: no mixing
+    for comp, shards, variant in runs:
         epochs = args.epochs[comp]
-        for shards in [1] + args.shards[comp]:
-            setting = "serial" if shards == 1 else f"mixed, {shards} shards"
-            n_epochs = epochs + (args.extra_epochs if shards > 1 else 0)
-            key = f"accuracy:{comp}:{shards}"
-            print(f"== {key}: {n_epochs} epochs", flush=True)
-            try:
-                res = _child("child_accuracy", dict(
-                    config=str(C.REPO_ROOT / "configs" / CONFIGS[comp]), train=str(paths["train"]),
-                    dev=str(paths["dev"]), test=str(paths["test"]), output=str(work / "runs" / key.replace(":", "-")),
-                    shards=shards, epochs=n_epochs), work / "logs" / f"{key.replace(':', '-')}.log")
-            except Exception as e:  # keep the other runs
-                errors[key] = str(e)[-2000:]
-                print(errors[key])
-                continue
-            res["load_average"] = C.load_average()
-            details[key] = res
-            metric = METRIC[comp]
-            for point in res["curve"]:
-                if point["epoch"] in (epochs, epochs + 1, epochs + 2) and point["epoch"] <= n_epochs:
+        spec = VARIANTS[variant]
+        setting = ("serial" if shards == 1 else f"mixed, {shards} shards") + spec["label"]
+        n_epochs = epochs + (args.extra_epochs if shards > 1 else 0)
+        key = f"accuracy:{comp}:{shards}" + (f":{variant}" if variant else "")
+        print(f"== {key}: {n_epochs} epochs", flush=True)
+        kwargs = dict(config=str(C.REPO_ROOT / "configs" / CONFIGS[comp]), train=str(paths["train"]),
+                      dev=str(paths["dev"]), test=str(paths["test"]),
+                      output=str(work / "runs" / key.replace(":", "-")), shards=shards, epochs=n_epochs)
+        if variant:
+            kwargs.update(overrides=spec["overrides"], mixing=spec["mixing"])
+        try:
+            res = _child("child_accuracy", kwargs, work / "logs" / f"{key.replace(':', '-')}.log")
+        except Exception as e:  # keep the other runs
+            errors[key] = str(e)[-2000:]
+            print(errors[key])
+            continue
+        res["load_average"] = C.load_average()
+        details[key] = res
+        metric = METRIC[comp]
+        for point in res["curve"]:
+            if point["epoch"] in (epochs, epochs + 1, epochs + 2) and point["epoch"] <= n_epochs:
+                rows.append({"system": f"structperc_{comp}", "setting": f"{setting}, {point['epoch']} epochs",
+                             "dataset": DATASET, "split": "test", "metric": metric,
+                             "value": point["test"][metric]})
+                if comp == "parser":
                     rows.append({"system": f"structperc_{comp}", "setting": f"{setting}, {point['epoch']} epochs",
-                                 "dataset": DATASET, "split": "test", "metric": metric,
-                                 "value": point["test"][metric]})
-                    if comp == "parser":
-                        rows.append({"system": f"structperc_{comp}", "setting": f"{setting}, {point['epoch']} epochs",
-                                     "dataset": DATASET, "split": "test", "metric": "tag_acc",
-                                     "value": point["test"]["tag_acc"]})
+                                 "dataset": DATASET, "split": "test", "metric": "tag_acc",
+                                 "value": point["test"]["tag_acc"]})
 
 
 def _rounds(settings: List[Any], rounds: int) -> List[Any]:
@@ -306,16 +331,21 @@ def _median_of(runs: List[Dict[str, Any]], key: str) -> float:
 def run_timing(args, paths, work, rows, details, errors):
     """Serial training (one process, no Dask) and LocalClusters of 1, 2, ... workers, in
     interleaved rounds; per setting the median over rounds of the median epoch (after the first)."""
-    for comp in args.components:
+    for comp, eval_every in [(c, e) for c in args.components for e in args.eval_every]:
         settings = [0] + args.workers[comp]            # 0: the serial baseline
         runs: Dict[int, List[Dict[str, Any]]] = {w: [] for w in settings}
+        tag = "" if eval_every == 1 else f":e{eval_every}"
+        label = "" if eval_every == 1 else (", dev evaluation after the last epoch only" if eval_every >= args.timing_epochs
+                                            else f", dev evaluation every {eval_every} epochs")
         for i, workers in enumerate(_rounds(settings, args.rounds)):
             r = i // len(settings)
-            key = f"timing:{comp}:{'serial' if workers == 0 else workers}:r{r}"
+            key = f"timing:{comp}:{'serial' if workers == 0 else workers}:r{r}{tag}"
             print(f"== {key}", flush=True)
             common = dict(config=str(C.REPO_ROOT / "configs" / CONFIGS[comp]), train=str(paths["train"]),
                           dev=str(paths["dev"]), output=str(work / "runs" / key.replace(":", "-")),
                           epochs=args.timing_epochs)
+            if eval_every != 1:
+                common["eval_every"] = eval_every
             try:
                 if workers == 0:
                     res = _child("child_serial", common, work / "logs" / f"{key.replace(':', '-')}.log")
@@ -345,11 +375,11 @@ def run_timing(args, paths, work, rows, details, errors):
             rows.append({"system": sys_, "setting": setting, "dataset": ds, "split": "test", "metric": metric,
                          "value": value})
 
-        add("serial (one process, no Dask)", "seconds_per_epoch", serial)
-        add("serial (one process, no Dask)", "speedup", 1.0)
-        add("serial (one process, no Dask)", "peak_rss_mb", serial_rss)
+        add("serial (one process, no Dask)" + label, "seconds_per_epoch", serial)
+        add("serial (one process, no Dask)" + label, "speedup", 1.0)
+        add("serial (one process, no Dask)" + label, "peak_rss_mb", serial_rss)
         for w in args.workers[comp]:
-            setting = f"{w} worker{'s' if w > 1 else ''}"
+            setting = f"{w} worker{'s' if w > 1 else ''}" + label
             sec = _median_of(runs[w], "seconds_per_epoch")
             rss = max(r["worker_peak_rss_mb"] for r in runs[w])
             add(setting, "seconds_per_epoch", sec)
@@ -366,7 +396,8 @@ def run_timing(args, paths, work, rows, details, errors):
                                        "per_round": [r["seconds_per_epoch"] for r in runs[w]]}
         summary["serial_per_round"] = [r["seconds_per_epoch"] for r in runs[0]]
         summary["serial_cpu_per_epoch_per_round"] = [r.get("cpu_per_epoch") for r in runs[0]]
-        details[f"timing:{comp}:summary"] = summary
+        summary["eval_every"] = eval_every
+        details[f"timing:{comp}:summary{tag}"] = summary
 
 
 def run_annotate(args, paths, work, rows, details, errors):
@@ -433,12 +464,14 @@ def plot(results: Dict[str, Any]) -> None:
         return
     fig, axes = plt.subplots(1, len(comps), figsize=(5.5 * len(comps), 4), squeeze=False)
     for ax, comp in zip(axes[0], comps):
-        keys = sorted((k for k in details if k.startswith(f"accuracy:{comp}:")), key=lambda k: int(k.rsplit(":", 1)[1]))
+        keys = sorted((k for k in details if k.startswith(f"accuracy:{comp}:")),
+                      key=lambda k: (k.split(":")[3:], int(k.split(":")[2])))
         for key in keys:
-            shards = int(key.rsplit(":", 1)[1])
+            shards, variant = int(key.split(":")[2]), (key.split(":")[3:] or [""])[0]
             curve = details[key]["curve"]
             ax.plot([p["epoch"] for p in curve], [100 * p["test"][METRIC[comp]] for p in curve], marker="o", ms=3,
-                    label="serial" if shards == 1 else f"{shards} shards")
+                    linestyle="--" if variant else "-",
+                    label=("serial" if shards == 1 else f"{shards} shards") + VARIANTS.get(variant, {"label": ""})["label"])
         ax.set_title(f"{comp}: test {'XPOS acc.' if comp == 'tagger' else 'LAS'} by epoch (EWT)")
         ax.set_xlabel("epoch")
         ax.set_ylabel("%")
@@ -466,7 +499,13 @@ def main() -> None:
     parser.add_argument("--parser-shards", default="2,4")
     parser.add_argument("--tagger-workers", default="1,2")
     parser.add_argument("--parser-workers", default="1,2")
+    parser.add_argument("--variants", default="",
+                        help=f"accuracy: variants to run besides or instead of the default (',' for the default), "
+                             f"of {sorted(v for v in VARIANTS if v)}")
     parser.add_argument("--timing-epochs", type=int, default=4)
+    parser.add_argument("--eval-every", default="1",
+                        help="timing: dev evaluation every N epochs (and after the last), for serial and "
+                             "train-distributed alike; several values run several timing sets, e.g. 1,4")
     parser.add_argument("--rounds", type=int, default=2,
                         help="timing and annotate: interleaved rounds of every setting (medians reported)")
     parser.add_argument("--quick", action="store_true")
@@ -479,6 +518,11 @@ def main() -> None:
     global REUSE
     REUSE = args.reuse
     args.components = [c for c in args.components.split(",") if c]
+    args.variants = args.variants.split(",") if args.variants else [""]
+    args.eval_every = _ints(args.eval_every)
+    unknown = [v for v in args.variants if v not in VARIANTS]
+    if unknown:
+        parser.error(f"unknown variants {unknown}: expected some of {sorted(v for v in VARIANTS if v)}")
     args.epochs = {"tagger": args.tagger_epochs, "parser": args.parser_epochs}
     args.shards = {"tagger": _ints(args.tagger_shards), "parser": _ints(args.parser_shards)}
     args.workers = {"tagger": _ints(args.tagger_workers), "parser": _ints(args.parser_workers)}
