@@ -167,7 +167,8 @@ def child_timing(config: str, train: str, dev: str, output: str, workers: int, e
     rows = log["epochs"]
     # Wall-clock per epoch with its dev evaluation and saving, as the serial baseline counts it.
     steady = [r["wall_seconds"] for r in rows[1:]] or [rows[0]["wall_seconds"]]
-    keep = ("epoch", "wall_seconds", "train_seconds", "mix_seconds", "shard_seconds", "shard_phases", "delta_mb", "mix_mb",
+    keep = ("epoch", "wall_seconds", "train_seconds", "mix_seconds", "shard_seconds", "shard_phases", "shard_phases_cpu",
+            "delta_mb", "mix_mb",
             "worker_peak_rss_mb", "score", "driver_cpu", "driver_phases_cpu", "mix_message_cpu", "shard_task_cpu", "shard_process_cpu")
     return {"train_seconds": [r["wall_seconds"] for r in rows], "seconds_per_epoch": statistics.median(steady),
             "idle_estimate": _idle_estimate([{k: r.get(k) for k in keep} for r in rows]),
@@ -206,12 +207,14 @@ def _idle_estimate(rows: List[Dict[str, Any]], cores: int = 2) -> Optional[Dict[
     return {"epochs": epochs, "seconds_per_epoch": statistics.median(e["seconds"] for e in epochs)}
 
 
-def child_pipe(pipeline: str, texts_path: str, n_process: int) -> Dict[str, Any]:
+def child_pipe(pipeline: str, texts_path: str, n_process: int, warm_path: Optional[str] = None) -> Dict[str, Any]:
     import spacy
 
     load_start = C.load_average()
     nlp = spacy.load(pipeline)
     texts = Path(texts_path).read_text(encoding="utf8").splitlines()
+    if warm_path:      # first-use costs out of the timing, as for annotate's workers
+        list(nlp.pipe(Path(warm_path).read_text(encoding="utf8").splitlines(), batch_size=256))
     start, cpu = time.perf_counter(), time.process_time()
     n_words = sum(len(d) for d in nlp.pipe(texts, batch_size=256, n_process=n_process))
     seconds = time.perf_counter() - start
@@ -220,13 +223,20 @@ def child_pipe(pipeline: str, texts_path: str, n_process: int) -> Dict[str, Any]
             "load_average_start": load_start, "load_average": C.load_average()}
 
 
-def _warm(pipeline: str) -> None:
+def _warm(pipeline: str, warm_path: Optional[str] = None) -> None:
     from spacy_structperc.distributed.annotate import _pipeline, pipeline_stamp
 
-    _pipeline(pipeline, pipeline_stamp(pipeline))   # returns nothing: the pipeline stays on the worker
+    nlp = _pipeline(pipeline, pipeline_stamp(pipeline))   # the pipeline stays on the worker
+    if warm_path:
+        # First use of a pipeline costs once per process: the parser's transition system (its
+        # feature filter sorted again: 1-2 s) and the vocabulary's first lexemes. One nlp.pipe
+        # process pays them once, each worker pays them too: out of the steady throughput on
+        # both sides (child_pipe warms up on the same text).
+        list(nlp.pipe(Path(warm_path).read_text(encoding="utf8").splitlines(), batch_size=256))
 
 
-def child_annotate(pipeline: str, texts_path: str, output: str, workers: int) -> Dict[str, Any]:
+def child_annotate(pipeline: str, texts_path: str, output: str, workers: int,
+                   warm_path: Optional[str] = None) -> Dict[str, Any]:
     import shutil
 
     from distributed import Client, LocalCluster
@@ -237,7 +247,7 @@ def child_annotate(pipeline: str, texts_path: str, output: str, workers: int) ->
     with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
         with Client(cluster) as client:
             # Load the pipeline on every worker first: the figure is the steady throughput.
-            client.run(_warm, pipeline)
+            client.run(_warm, pipeline, warm_path)
             shutil.rmtree(output, ignore_errors=True)
             summary = annotate(pipeline, texts_path, output, client=client, partition_size=500, progress=False)
     summary["load_average_start"] = load_start
@@ -260,6 +270,11 @@ def prepare(data_dir: Path, work: Path, quick: bool) -> Dict[str, Path]:
     if not texts.exists():
         texts.write_text("\n".join(d.text for d in C.load_docs(paths["train"])) + "\n", encoding="utf8")
     paths["texts"] = texts
+    # The warm-up text for annotate's timing (dev sentences: not the measured text).
+    warm = work / f"warm{'.quick' if quick else ''}.txt"
+    if not warm.exists():
+        warm.write_text("\n".join(d.text for d in C.load_docs(paths["dev"])[:500]) + "\n", encoding="utf8")
+    paths["warm"] = warm
     return paths
 
 
@@ -415,6 +430,8 @@ def run_annotate(args, paths, work, rows, details, errors):
         key = f"annotate:{setting}:r{i // len(settings)}"
         print(f"== {key}", flush=True)
         kwargs = dict(pipeline=str(pipeline), texts_path=str(paths["texts"]), **extra)
+        if args.warm:
+            kwargs["warm_path"] = str(paths["warm"])
         if fn == "child_annotate":
             kwargs["output"] = str(work / "annotated" / f"w{extra['workers']}")
         try:
@@ -447,7 +464,7 @@ def run_annotate(args, paths, work, rows, details, errors):
                          "metric": "est_idle_speedup", "value": statistics.median(pipe_cpu) / statistics.median(est)})
     loads = [x for r in sum(runs.values(), []) for x in (r.get("load_average_start"), r.get("load_average"))
              if x is not None]
-    details["annotate:summary"] = {"words_per_second": wps, "rounds": args.rounds,
+    details["annotate:summary"] = {"words_per_second": wps, "rounds": args.rounds, "warmed_up": args.warm,
                                    "per_round": {k: [r["words_per_second"] for r in v] for k, v in runs.items()},
                                    "load_average_min": min(loads), "load_average_max": max(loads)}
 
@@ -508,6 +525,8 @@ def main() -> None:
                              "train-distributed alike; several values run several timing sets, e.g. 1,4")
     parser.add_argument("--rounds", type=int, default=2,
                         help="timing and annotate: interleaved rounds of every setting (medians reported)")
+    parser.add_argument("--no-warm", dest="warm", action="store_false",
+                        help="annotate: time from a loaded pipeline only, not warmed up on the dev text")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--plots-only", action="store_true")
     parser.add_argument("--reuse", action="store_true", help="reuse child results with the same inputs")

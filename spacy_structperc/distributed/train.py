@@ -189,14 +189,14 @@ def _train_shard(payload, update, shard_url, epoch, shard_index, fallback):
     order = list(examples)
     random.Random(f"{payload['seed']}:{epoch}:{shard_index}").shuffle(order)
     losses: Dict[str, float] = {}
-    ready = time.perf_counter()
+    ready, ready_cpu = time.perf_counter(), time.thread_time()
     for batch in _batches(payload, order):
         nlp.update(batch, sgd=False, losses=losses, exclude=payload["frozen"],
                    annotates=payload["annotating"])
-    trained = time.perf_counter()
+    trained, trained_cpu = time.perf_counter(), time.thread_time()
     deltas = {name: shard_delta(table) for name, table in tables.items()}
     state["version"], state["holds"] = version, shard_index
-    done = time.perf_counter()
+    done, done_cpu = time.perf_counter(), time.thread_time()
     return {
         "deltas": deltas,
         "mistakes": {name: float(losses.get(name, 0.0)) for name in names},
@@ -204,6 +204,7 @@ def _train_shard(payload, update, shard_url, epoch, shard_index, fallback):
         "words": sum(len(eg.reference) for eg in order),
         "seconds": done - start,
         "phases": {"prepare": ready - start, "train": trained - ready, "delta": done - trained},
+        "phases_cpu": {"prepare": ready_cpu - cpu_start, "train": trained_cpu - ready_cpu, "delta": done_cpu - trained_cpu},
         "task_cpu": time.thread_time() - cpu_start,   # CPU seconds of this task's thread
         "process_cpu": _process_cpu(),                # the worker process's CPU seconds so far
         "delta_mb": sum(message_nbytes(d) for d in deltas.values()) / 1e6,
@@ -439,6 +440,7 @@ def train_distributed(config_path, output, *, overrides: Optional[Dict[str, Any]
                    "shard_seconds": [s["seconds"] for s in stats],
                    "shard_words": [s["words"] for s in stats],
                    "shard_phases": [s["phases"] for s in stats],
+                   "shard_phases_cpu": [s["phases_cpu"] for s in stats],
                    "mix_seconds": mix_seconds,
                    "mix_message_cpu": mix_cpu,
                    "shard_task_cpu": [s["task_cpu"] for s in stats],
