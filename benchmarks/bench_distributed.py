@@ -48,6 +48,7 @@ DATASET = "ud_en_ewt"
 RESULTS = C.RESULTS_DIR / f"{COMPONENT}.json"
 PLOT = C.RESULTS_DIR / "distributed_mixing.png"
 CONFIGS = {"tagger": "tagger.cfg", "parser": "parser.cfg"}
+DOCUMENTS_READER = "spacy-structperc.documents_corpus.v1"
 METRIC = {"tagger": "tag_acc", "parser": "dep_las"}
 
 
@@ -84,10 +85,21 @@ def child_accuracy(config: str, train: str, dev: str, test: str, output: str, sh
         examples = [Example(spacy.tokens.Doc(nlp.vocab, words=[t.text for t in g],
                                              spaces=[bool(t.whitespace_) for t in g]), g) for g in gold]
         scores = nlp.evaluate(examples)
-        curve.append({"epoch": row["epoch"], "dev_score": row["score"], "train_seconds": row["train_seconds"],
-                      "mistakes": row["mistakes"],
-                      "test": {k: scores.get(k) for k in ("tag_acc", "dep_uas", "dep_las")}})
-        print(f"epoch {row['epoch']}: test {curve[-1]['test']}", flush=True)
+        point = {"epoch": row["epoch"], "dev_score": row["score"], "train_seconds": row["train_seconds"],
+                 "mistakes": row["mistakes"], "test": {k: scores.get(k) for k in ("tag_acc", "dep_uas", "dep_las")}}
+        # The test split as the config reads its dev split (the parser's: documents of ten
+        # sentences with no sentence starts given, which it learned to split): the setting the
+        # model was trained and selected for, beside the one-sentence Docs above.
+        dev_reader = nlp.config["corpora"]["dev"]
+        if dev_reader.get("@readers") == DOCUMENTS_READER and dev_reader.get("sentences_per_doc", 0) > 1:
+            from spacy_structperc.documents import create_documents_corpus
+
+            reader = create_documents_corpus(test, sentences_per_doc=dev_reader["sentences_per_doc"],
+                                             gold_preproc=dev_reader.get("gold_preproc", True))
+            scores = nlp.evaluate(list(reader(nlp)))
+            point["test_docs"] = {k: scores.get(k) for k in ("tag_acc", "dep_uas", "dep_las", "sents_f")}
+        curve.append(point)
+        print(f"epoch {row['epoch']}: test {point['test']} documents {point.get('test_docs')}", flush=True)
 
     log = train_distributed(config, output, overrides={"paths.train": train, "paths.dev": dev, **(overrides or {})},
                             n_shards=shards, epochs=epochs, simulate=True, on_epoch=on_epoch, mixing=mixing)
@@ -329,6 +341,52 @@ def run_accuracy(args, paths, work, rows, details, errors):
                                  "value": point["test"]["tag_acc"]})
 
 
+def child_test_docs(pipeline: str, test: str) -> Dict[str, Any]:
+    """A saved pipeline's test scores with the test split read as its config reads the dev split
+    (the parser's: documents of ten sentences, no sentence starts given)."""
+    import spacy
+
+    from spacy_structperc.documents import create_documents_corpus
+
+    nlp = spacy.load(pipeline)
+    dev_reader = nlp.config["corpora"]["dev"]
+    reader = create_documents_corpus(test, sentences_per_doc=dev_reader.get("sentences_per_doc", 0),
+                                     gold_preproc=dev_reader.get("gold_preproc", True))
+    scores = nlp.evaluate(list(reader(nlp)))
+    return {"sentences_per_doc": dev_reader.get("sentences_per_doc", 0),
+            "test_docs": {k: scores.get(k) for k in ("tag_acc", "dep_uas", "dep_las", "sents_f")}}
+
+
+def run_test_docs(args, paths, work, rows, details, errors):
+    """The parser runs' last models (`--parts testdocs`) scored on the test split read as
+    documents, as the config reads its dev split: the setting the parser was trained for."""
+    for comp in args.components:
+        if comp != "parser":
+            continue
+        for run in sorted((work / "runs").glob("accuracy-parser-*")):
+            key = "accuracy:" + ":".join(run.name.split("-")[1:])
+            shards, variant = int(key.split(":")[2]), (key.split(":")[3:] or [""])[0]
+            model = run / "model-last"
+            log_file = run / "ipm_log.json"
+            if variant not in VARIANTS or not model.exists() or not log_file.exists():
+                continue
+            epochs = len(json.loads(log_file.read_text())["epochs"])
+            print(f"== testdocs {key} (model-last, {epochs} epochs)", flush=True)
+            try:
+                res = _child("child_test_docs", dict(pipeline=str(model), test=str(paths["test"])),
+                             work / "logs" / f"testdocs-{run.name}.log")
+            except Exception as e:
+                errors[f"testdocs:{key}"] = str(e)[-2000:]
+                continue
+            res.update(epochs=epochs, load_average=C.load_average())
+            details[f"testdocs:{key}"] = res
+            setting = ("serial" if shards == 1 else f"mixed, {shards} shards") + VARIANTS[variant]["label"]
+            for metric in ("dep_las", "tag_acc"):
+                rows.append({"system": "structperc_parser", "setting": f"{setting}, {epochs} epochs",
+                             "dataset": f"{DATASET} (test as documents of {res['sentences_per_doc']} sentences)",
+                             "split": "test", "metric": metric, "value": res["test_docs"][metric]})
+
+
 def _rounds(settings: List[Any], rounds: int) -> List[Any]:
     """The settings `rounds` times, each round in another order (rotated), so that a load that
     changes over the run falls on every setting alike."""
@@ -555,7 +613,8 @@ def main() -> None:
     errors: Dict[str, str] = {}
     parts = args.parts.split(",")
     load_before = C.load_average()
-    for part, fn in (("accuracy", run_accuracy), ("timing", run_timing), ("annotate", run_annotate)):
+    for part, fn in (("accuracy", run_accuracy), ("testdocs", run_test_docs), ("timing", run_timing),
+                     ("annotate", run_annotate)):
         if part in parts:
             fn(args, paths, args.work, rows, details, errors)
             save(args, rows, details, errors, load_before)   # a later part's failure loses nothing
