@@ -26,7 +26,11 @@ Writes ``benchmarks/results/distributed.json`` and ``distributed_mixing.png``. T
 meaningful on an otherwise idle machine: each detail records the load average.
 
     python benchmarks/bench_distributed.py --parts accuracy
-    python benchmarks/bench_distributed.py --parts timing,annotate
+    python benchmarks/bench_distributed.py --parts accuracy --components parser --parser-epochs 4 \
+        --parser-shards 2 --variants sent1,mistakes       # the parser with one sentence per Doc, mistake mixing
+    python benchmarks/bench_distributed.py --parts testdocs --components parser   # parser test read as documents
+    python benchmarks/bench_distributed.py --parts timing --components tagger --rounds 2 --eval-every 1,4
+    python benchmarks/bench_distributed.py --parts annotate --rounds 2   # needs runs/accuracy-parser-1
     python benchmarks/bench_distributed.py --quick            # smoke run on slices
     python benchmarks/bench_distributed.py --plots-only
 """
@@ -258,8 +262,12 @@ def child_annotate(pipeline: str, texts_path: str, output: str, workers: int,
     load_start = C.load_average()
     with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
         with Client(cluster) as client:
-            # Load the pipeline on every worker first: the figure is the steady throughput.
-            client.run(_warm, pipeline, warm_path)
+            # Load the pipeline on every worker first: the figure is the steady throughput. As a
+            # task, not client.run: the parser's decoding state is per thread, and tasks run in
+            # the worker's executor thread.
+            workers = sorted(client.scheduler_info()["workers"])
+            client.gather([client.submit(_warm, pipeline, warm_path, workers=[w], allow_other_workers=False,
+                                         pure=False, key=f"warm-{i}") for i, w in enumerate(workers)])
             shutil.rmtree(output, ignore_errors=True)
             summary = annotate(pipeline, texts_path, output, client=client, partition_size=500, progress=False)
     summary["load_average_start"] = load_start
@@ -380,6 +388,8 @@ def run_test_docs(args, paths, work, rows, details, errors):
                 continue
             res.update(epochs=epochs, load_average=C.load_average())
             details[f"testdocs:{key}"] = res
+            if res["sentences_per_doc"] <= 1:
+                continue          # the test split as the accuracy runs read it: rows there already
             setting = ("serial" if shards == 1 else f"mixed, {shards} shards") + VARIANTS[variant]["label"]
             for metric in ("dep_las", "tag_acc"):
                 rows.append({"system": "structperc_parser", "setting": f"{setting}, {epochs} epochs",
