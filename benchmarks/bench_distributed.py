@@ -26,7 +26,11 @@ Writes ``benchmarks/results/distributed.json`` and ``distributed_mixing.png``. T
 meaningful on an otherwise idle machine: each detail records the load average.
 
     python benchmarks/bench_distributed.py --parts accuracy
-    python benchmarks/bench_distributed.py --parts timing,annotate
+    python benchmarks/bench_distributed.py --parts accuracy --components parser --parser-epochs 4 \
+        --parser-shards 2 --variants sent1,mistakes       # the parser with one sentence per Doc, mistake mixing
+    python benchmarks/bench_distributed.py --parts testdocs --components parser   # parser test read as documents
+    python benchmarks/bench_distributed.py --parts timing --components tagger --rounds 2 --eval-every 1,4
+    python benchmarks/bench_distributed.py --parts annotate --rounds 2   # needs runs/accuracy-parser-1
     python benchmarks/bench_distributed.py --quick            # smoke run on slices
     python benchmarks/bench_distributed.py --plots-only
 """
@@ -48,6 +52,7 @@ DATASET = "ud_en_ewt"
 RESULTS = C.RESULTS_DIR / f"{COMPONENT}.json"
 PLOT = C.RESULTS_DIR / "distributed_mixing.png"
 CONFIGS = {"tagger": "tagger.cfg", "parser": "parser.cfg"}
+DOCUMENTS_READER = "spacy-structperc.documents_corpus.v1"
 METRIC = {"tagger": "tag_acc", "parser": "dep_las"}
 
 
@@ -55,8 +60,19 @@ METRIC = {"tagger": "tag_acc", "parser": "dep_las"}
 # Children
 
 
+# Variants of the accuracy runs (--variants): config overrides and the mixing, beside the
+# default (the config as it is, uniform mixing).
+VARIANTS: Dict[str, Dict[str, Any]] = {
+    "": {"overrides": {}, "mixing": "uniform", "label": ""},
+    # One sentence per Doc (the configs' documents reader merged 10 until session 5).
+    "sent1": {"overrides": {"corpora.train.sentences_per_doc": 1, "corpora.dev.sentences_per_doc": 1},
+              "mixing": "uniform", "label": ", one sentence per Doc"},
+    "mistakes": {"overrides": {}, "mixing": "mistakes", "label": ", mistake-weighted"},
+}
+
+
 def child_accuracy(config: str, train: str, dev: str, test: str, output: str, shards: int,
-                   epochs: int) -> Dict[str, Any]:
+                   epochs: int, overrides: Optional[Dict[str, Any]] = None, mixing: str = "uniform") -> Dict[str, Any]:
     """Train by mixing `shards` shards in this process; the test scores after every epoch."""
     import spacy
     from spacy.tokens import DocBin
@@ -73,21 +89,35 @@ def child_accuracy(config: str, train: str, dev: str, test: str, output: str, sh
         examples = [Example(spacy.tokens.Doc(nlp.vocab, words=[t.text for t in g],
                                              spaces=[bool(t.whitespace_) for t in g]), g) for g in gold]
         scores = nlp.evaluate(examples)
-        curve.append({"epoch": row["epoch"], "dev_score": row["score"], "train_seconds": row["train_seconds"],
-                      "mistakes": row["mistakes"],
-                      "test": {k: scores.get(k) for k in ("tag_acc", "dep_uas", "dep_las")}})
-        print(f"epoch {row['epoch']}: test {curve[-1]['test']}", flush=True)
+        point = {"epoch": row["epoch"], "dev_score": row["score"], "train_seconds": row["train_seconds"],
+                 "mistakes": row["mistakes"], "test": {k: scores.get(k) for k in ("tag_acc", "dep_uas", "dep_las")}}
+        # The test split as the config reads its dev split (the parser's: documents of ten
+        # sentences with no sentence starts given, which it learned to split): the setting the
+        # model was trained and selected for, beside the one-sentence Docs above.
+        dev_reader = nlp.config["corpora"]["dev"]
+        if dev_reader.get("@readers") == DOCUMENTS_READER and dev_reader.get("sentences_per_doc", 0) > 1:
+            from spacy_structperc.documents import create_documents_corpus
 
-    log = train_distributed(config, output, overrides={"paths.train": train, "paths.dev": dev},
-                            n_shards=shards, epochs=epochs, simulate=True, on_epoch=on_epoch)
+            reader = create_documents_corpus(test, sentences_per_doc=dev_reader["sentences_per_doc"],
+                                             gold_preproc=dev_reader.get("gold_preproc", True))
+            scores = nlp.evaluate(list(reader(nlp)))
+            point["test_docs"] = {k: scores.get(k) for k in ("tag_acc", "dep_uas", "dep_las", "sents_f")}
+        curve.append(point)
+        print(f"epoch {row['epoch']}: test {point['test']} documents {point.get('test_docs')}", flush=True)
+
+    log = train_distributed(config, output, overrides={"paths.train": train, "paths.dev": dev, **(overrides or {})},
+                            n_shards=shards, epochs=epochs, simulate=True, on_epoch=on_epoch, mixing=mixing)
     return {"curve": curve, "log_epochs": len(log["epochs"])}
 
 
-def child_serial(config: str, train: str, dev: str, output: str, epochs: int) -> Dict[str, Any]:
+def child_serial(config: str, train: str, dev: str, output: str, epochs: int, eval_every: int = 1) -> Dict[str, Any]:
     """The serial baseline: the config trained in this one process as `spacy train` does it (its
-    corpus readers, `nlp.update` on batches of the configured size, a dev evaluation after each
-    epoch and model-best saved when it improves), without Dask. Seconds per epoch: all of that,
-    as `train_distributed`'s are; `update_seconds` the updates alone. The peak RSS is the process's."""
+    corpus readers, `nlp.update` on batches of the configured size, a dev evaluation every
+    `eval_every` epochs and after the last, model-best saved when it improves), without Dask.
+    Before evaluating, the averaged weights are materialized, as train_distributed's driver does
+    (so the comparison is of the training, not of two ways to score averages). Seconds per epoch:
+    all of that, as `train_distributed`'s are; `update_seconds` the updates alone. The peak RSS is
+    the process's."""
     import random
 
     from spacy import util
@@ -121,10 +151,15 @@ def child_serial(config: str, train: str, dev: str, output: str, epochs: int) ->
             nlp.update(batch, sgd=False, losses={}, exclude=T["frozen_components"],
                        annotates=T["annotating_components"])
         update_seconds.append(time.perf_counter() - start)
-        scores.append(evaluate()[0])
-        if best is None or scores[-1] > best:
-            best = scores[-1]
-            nlp.to_disk(Path(output) / "model-best")
+        if epoch % eval_every == 0 or epoch == epochs:
+            for _, pipe in nlp.pipeline:
+                weights = getattr(getattr(pipe, "model", None), "weights", None)
+                if hasattr(weights, "average"):
+                    weights.average()
+            scores.append(evaluate()[0])
+            if best is None or scores[-1] > best:
+                best = scores[-1]
+                nlp.to_disk(Path(output) / "model-best")
         seconds.append(time.perf_counter() - start)
         cpu.append(time.process_time() - cpu_start)
     steady = seconds[1:] or seconds
@@ -134,7 +169,8 @@ def child_serial(config: str, train: str, dev: str, output: str, epochs: int) ->
             "load_average_start": load_start, "load_average": C.load_average()}
 
 
-def child_timing(config: str, train: str, dev: str, output: str, workers: int, epochs: int) -> Dict[str, Any]:
+def child_timing(config: str, train: str, dev: str, output: str, workers: int, epochs: int,
+                 eval_every: int = 1) -> Dict[str, Any]:
     from distributed import Client, LocalCluster
 
     from spacy_structperc.distributed.train import train_distributed
@@ -143,12 +179,13 @@ def child_timing(config: str, train: str, dev: str, output: str, workers: int, e
     with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
         with Client(cluster) as client:
             log = train_distributed(config, output, overrides={"paths.train": train, "paths.dev": dev},
-                                    client=client, epochs=epochs)
+                                    client=client, epochs=epochs, eval_every=eval_every)
     rows = log["epochs"]
     # Wall-clock per epoch with its dev evaluation and saving, as the serial baseline counts it.
     steady = [r["wall_seconds"] for r in rows[1:]] or [rows[0]["wall_seconds"]]
-    keep = ("epoch", "wall_seconds", "train_seconds", "mix_seconds", "shard_seconds", "shard_phases", "delta_mb", "mix_mb",
-            "worker_peak_rss_mb", "score", "driver_cpu", "mix_message_cpu", "shard_task_cpu", "shard_process_cpu")
+    keep = ("epoch", "wall_seconds", "train_seconds", "mix_seconds", "shard_seconds", "shard_phases", "shard_phases_cpu",
+            "delta_mb", "mix_mb",
+            "worker_peak_rss_mb", "score", "driver_cpu", "driver_phases_cpu", "mix_message_cpu", "shard_task_cpu", "shard_process_cpu")
     return {"train_seconds": [r["wall_seconds"] for r in rows], "seconds_per_epoch": statistics.median(steady),
             "idle_estimate": _idle_estimate([{k: r.get(k) for k in keep} for r in rows]),
             "worker_peak_rss_mb": max(max(r["worker_peak_rss_mb"]) for r in rows),
@@ -186,12 +223,14 @@ def _idle_estimate(rows: List[Dict[str, Any]], cores: int = 2) -> Optional[Dict[
     return {"epochs": epochs, "seconds_per_epoch": statistics.median(e["seconds"] for e in epochs)}
 
 
-def child_pipe(pipeline: str, texts_path: str, n_process: int) -> Dict[str, Any]:
+def child_pipe(pipeline: str, texts_path: str, n_process: int, warm_path: Optional[str] = None) -> Dict[str, Any]:
     import spacy
 
     load_start = C.load_average()
     nlp = spacy.load(pipeline)
     texts = Path(texts_path).read_text(encoding="utf8").splitlines()
+    if warm_path:      # first-use costs out of the timing, as for annotate's workers
+        list(nlp.pipe(Path(warm_path).read_text(encoding="utf8").splitlines(), batch_size=256))
     start, cpu = time.perf_counter(), time.process_time()
     n_words = sum(len(d) for d in nlp.pipe(texts, batch_size=256, n_process=n_process))
     seconds = time.perf_counter() - start
@@ -200,13 +239,20 @@ def child_pipe(pipeline: str, texts_path: str, n_process: int) -> Dict[str, Any]
             "load_average_start": load_start, "load_average": C.load_average()}
 
 
-def _warm(pipeline: str) -> None:
+def _warm(pipeline: str, warm_path: Optional[str] = None) -> None:
     from spacy_structperc.distributed.annotate import _pipeline, pipeline_stamp
 
-    _pipeline(pipeline, pipeline_stamp(pipeline))   # returns nothing: the pipeline stays on the worker
+    nlp = _pipeline(pipeline, pipeline_stamp(pipeline))   # the pipeline stays on the worker
+    if warm_path:
+        # First use of a pipeline costs once per process: the parser's transition system (its
+        # feature filter sorted again: 1-2 s) and the vocabulary's first lexemes. One nlp.pipe
+        # process pays them once, each worker pays them too: out of the steady throughput on
+        # both sides (child_pipe warms up on the same text).
+        list(nlp.pipe(Path(warm_path).read_text(encoding="utf8").splitlines(), batch_size=256))
 
 
-def child_annotate(pipeline: str, texts_path: str, output: str, workers: int) -> Dict[str, Any]:
+def child_annotate(pipeline: str, texts_path: str, output: str, workers: int,
+                   warm_path: Optional[str] = None) -> Dict[str, Any]:
     import shutil
 
     from distributed import Client, LocalCluster
@@ -216,8 +262,12 @@ def child_annotate(pipeline: str, texts_path: str, output: str, workers: int) ->
     load_start = C.load_average()
     with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
         with Client(cluster) as client:
-            # Load the pipeline on every worker first: the figure is the steady throughput.
-            client.run(_warm, pipeline)
+            # Load the pipeline on every worker first: the figure is the steady throughput. As a
+            # task, not client.run: the parser's decoding state is per thread, and tasks run in
+            # the worker's executor thread.
+            workers = sorted(client.scheduler_info()["workers"])
+            client.gather([client.submit(_warm, pipeline, warm_path, workers=[w], allow_other_workers=False,
+                                         pure=False, key=f"warm-{i}") for i, w in enumerate(workers)])
             shutil.rmtree(output, ignore_errors=True)
             summary = annotate(pipeline, texts_path, output, client=client, partition_size=500, progress=False)
     summary["load_average_start"] = load_start
@@ -240,6 +290,11 @@ def prepare(data_dir: Path, work: Path, quick: bool) -> Dict[str, Path]:
     if not texts.exists():
         texts.write_text("\n".join(d.text for d in C.load_docs(paths["train"])) + "\n", encoding="utf8")
     paths["texts"] = texts
+    # The warm-up text for annotate's timing (dev sentences: not the measured text).
+    warm = work / f"warm{'.quick' if quick else ''}.txt"
+    if not warm.exists():
+        warm.write_text("\n".join(d.text for d in C.load_docs(paths["dev"])[:500]) + "\n", encoding="utf8")
+    paths["warm"] = warm
     return paths
 
 
@@ -259,34 +314,87 @@ REUSE = False
 
 
 def run_accuracy(args, paths, work, rows, details, errors):
-    for comp in args.components:
+    runs = [(comp, shards, variant) for comp in args.components for variant in args.variants
+            for shards in [1] + args.shards[comp]
+            if not (shards == 1 and VARIANTS[variant]["mixing"] != "uniform")]   # one shard: no mixing
+    for comp, shards, variant in runs:
         epochs = args.epochs[comp]
-        for shards in [1] + args.shards[comp]:
-            setting = "serial" if shards == 1 else f"mixed, {shards} shards"
-            n_epochs = epochs + (args.extra_epochs if shards > 1 else 0)
-            key = f"accuracy:{comp}:{shards}"
-            print(f"== {key}: {n_epochs} epochs", flush=True)
-            try:
-                res = _child("child_accuracy", dict(
-                    config=str(C.REPO_ROOT / "configs" / CONFIGS[comp]), train=str(paths["train"]),
-                    dev=str(paths["dev"]), test=str(paths["test"]), output=str(work / "runs" / key.replace(":", "-")),
-                    shards=shards, epochs=n_epochs), work / "logs" / f"{key.replace(':', '-')}.log")
-            except Exception as e:  # keep the other runs
-                errors[key] = str(e)[-2000:]
-                print(errors[key])
-                continue
-            res["load_average"] = C.load_average()
-            details[key] = res
-            metric = METRIC[comp]
-            for point in res["curve"]:
-                if point["epoch"] in (epochs, epochs + 1, epochs + 2) and point["epoch"] <= n_epochs:
+        spec = VARIANTS[variant]
+        setting = ("serial" if shards == 1 else f"mixed, {shards} shards") + spec["label"]
+        n_epochs = epochs + (args.extra_epochs if shards > 1 else 0)
+        key = f"accuracy:{comp}:{shards}" + (f":{variant}" if variant else "")
+        print(f"== {key}: {n_epochs} epochs", flush=True)
+        kwargs = dict(config=str(C.REPO_ROOT / "configs" / CONFIGS[comp]), train=str(paths["train"]),
+                      dev=str(paths["dev"]), test=str(paths["test"]),
+                      output=str(work / "runs" / key.replace(":", "-")), shards=shards, epochs=n_epochs)
+        if variant:
+            kwargs.update(overrides=spec["overrides"], mixing=spec["mixing"])
+        try:
+            res = _child("child_accuracy", kwargs, work / "logs" / f"{key.replace(':', '-')}.log")
+        except Exception as e:  # keep the other runs
+            errors[key] = str(e)[-2000:]
+            print(errors[key])
+            continue
+        res["load_average"] = C.load_average()
+        details[key] = res
+        metric = METRIC[comp]
+        for point in res["curve"]:
+            if point["epoch"] in (epochs, epochs + 1, epochs + 2) and point["epoch"] <= n_epochs:
+                rows.append({"system": f"structperc_{comp}", "setting": f"{setting}, {point['epoch']} epochs",
+                             "dataset": DATASET, "split": "test", "metric": metric,
+                             "value": point["test"][metric]})
+                if comp == "parser":
                     rows.append({"system": f"structperc_{comp}", "setting": f"{setting}, {point['epoch']} epochs",
-                                 "dataset": DATASET, "split": "test", "metric": metric,
-                                 "value": point["test"][metric]})
-                    if comp == "parser":
-                        rows.append({"system": f"structperc_{comp}", "setting": f"{setting}, {point['epoch']} epochs",
-                                     "dataset": DATASET, "split": "test", "metric": "tag_acc",
-                                     "value": point["test"]["tag_acc"]})
+                                 "dataset": DATASET, "split": "test", "metric": "tag_acc",
+                                 "value": point["test"]["tag_acc"]})
+
+
+def child_test_docs(pipeline: str, test: str) -> Dict[str, Any]:
+    """A saved pipeline's test scores with the test split read as its config reads the dev split
+    (the parser's: documents of ten sentences, no sentence starts given)."""
+    import spacy
+
+    from spacy_structperc.documents import create_documents_corpus
+
+    nlp = spacy.load(pipeline)
+    dev_reader = nlp.config["corpora"]["dev"]
+    reader = create_documents_corpus(test, sentences_per_doc=dev_reader.get("sentences_per_doc", 0),
+                                     gold_preproc=dev_reader.get("gold_preproc", True))
+    scores = nlp.evaluate(list(reader(nlp)))
+    return {"sentences_per_doc": dev_reader.get("sentences_per_doc", 0),
+            "test_docs": {k: scores.get(k) for k in ("tag_acc", "dep_uas", "dep_las", "sents_f")}}
+
+
+def run_test_docs(args, paths, work, rows, details, errors):
+    """The parser runs' last models (`--parts testdocs`) scored on the test split read as
+    documents, as the config reads its dev split: the setting the parser was trained for."""
+    for comp in args.components:
+        if comp != "parser":
+            continue
+        for run in sorted((work / "runs").glob("accuracy-parser-*")):
+            key = "accuracy:" + ":".join(run.name.split("-")[1:])
+            shards, variant = int(key.split(":")[2]), (key.split(":")[3:] or [""])[0]
+            model = run / "model-last"
+            log_file = run / "ipm_log.json"
+            if variant not in VARIANTS or not model.exists() or not log_file.exists():
+                continue
+            epochs = len(json.loads(log_file.read_text())["epochs"])
+            print(f"== testdocs {key} (model-last, {epochs} epochs)", flush=True)
+            try:
+                res = _child("child_test_docs", dict(pipeline=str(model), test=str(paths["test"])),
+                             work / "logs" / f"testdocs-{run.name}.log")
+            except Exception as e:
+                errors[f"testdocs:{key}"] = str(e)[-2000:]
+                continue
+            res.update(epochs=epochs, load_average=C.load_average())
+            details[f"testdocs:{key}"] = res
+            if res["sentences_per_doc"] <= 1:
+                continue          # the test split as the accuracy runs read it: rows there already
+            setting = ("serial" if shards == 1 else f"mixed, {shards} shards") + VARIANTS[variant]["label"]
+            for metric in ("dep_las", "tag_acc"):
+                rows.append({"system": "structperc_parser", "setting": f"{setting}, {epochs} epochs",
+                             "dataset": f"{DATASET} (test as documents of {res['sentences_per_doc']} sentences)",
+                             "split": "test", "metric": metric, "value": res["test_docs"][metric]})
 
 
 def _rounds(settings: List[Any], rounds: int) -> List[Any]:
@@ -306,16 +414,21 @@ def _median_of(runs: List[Dict[str, Any]], key: str) -> float:
 def run_timing(args, paths, work, rows, details, errors):
     """Serial training (one process, no Dask) and LocalClusters of 1, 2, ... workers, in
     interleaved rounds; per setting the median over rounds of the median epoch (after the first)."""
-    for comp in args.components:
+    for comp, eval_every in [(c, e) for c in args.components for e in args.eval_every]:
         settings = [0] + args.workers[comp]            # 0: the serial baseline
         runs: Dict[int, List[Dict[str, Any]]] = {w: [] for w in settings}
+        tag = "" if eval_every == 1 else f":e{eval_every}"
+        label = "" if eval_every == 1 else (", dev evaluation after the last epoch only" if eval_every >= args.timing_epochs
+                                            else f", dev evaluation every {eval_every} epochs")
         for i, workers in enumerate(_rounds(settings, args.rounds)):
             r = i // len(settings)
-            key = f"timing:{comp}:{'serial' if workers == 0 else workers}:r{r}"
+            key = f"timing:{comp}:{'serial' if workers == 0 else workers}:r{r}{tag}"
             print(f"== {key}", flush=True)
             common = dict(config=str(C.REPO_ROOT / "configs" / CONFIGS[comp]), train=str(paths["train"]),
                           dev=str(paths["dev"]), output=str(work / "runs" / key.replace(":", "-")),
                           epochs=args.timing_epochs)
+            if eval_every != 1:
+                common["eval_every"] = eval_every
             try:
                 if workers == 0:
                     res = _child("child_serial", common, work / "logs" / f"{key.replace(':', '-')}.log")
@@ -345,11 +458,11 @@ def run_timing(args, paths, work, rows, details, errors):
             rows.append({"system": sys_, "setting": setting, "dataset": ds, "split": "test", "metric": metric,
                          "value": value})
 
-        add("serial (one process, no Dask)", "seconds_per_epoch", serial)
-        add("serial (one process, no Dask)", "speedup", 1.0)
-        add("serial (one process, no Dask)", "peak_rss_mb", serial_rss)
+        add("serial (one process, no Dask)" + label, "seconds_per_epoch", serial)
+        add("serial (one process, no Dask)" + label, "speedup", 1.0)
+        add("serial (one process, no Dask)" + label, "peak_rss_mb", serial_rss)
         for w in args.workers[comp]:
-            setting = f"{w} worker{'s' if w > 1 else ''}"
+            setting = f"{w} worker{'s' if w > 1 else ''}" + label
             sec = _median_of(runs[w], "seconds_per_epoch")
             rss = max(r["worker_peak_rss_mb"] for r in runs[w])
             add(setting, "seconds_per_epoch", sec)
@@ -366,7 +479,8 @@ def run_timing(args, paths, work, rows, details, errors):
                                        "per_round": [r["seconds_per_epoch"] for r in runs[w]]}
         summary["serial_per_round"] = [r["seconds_per_epoch"] for r in runs[0]]
         summary["serial_cpu_per_epoch_per_round"] = [r.get("cpu_per_epoch") for r in runs[0]]
-        details[f"timing:{comp}:summary"] = summary
+        summary["eval_every"] = eval_every
+        details[f"timing:{comp}:summary{tag}"] = summary
 
 
 def run_annotate(args, paths, work, rows, details, errors):
@@ -384,6 +498,8 @@ def run_annotate(args, paths, work, rows, details, errors):
         key = f"annotate:{setting}:r{i // len(settings)}"
         print(f"== {key}", flush=True)
         kwargs = dict(pipeline=str(pipeline), texts_path=str(paths["texts"]), **extra)
+        if args.warm:
+            kwargs["warm_path"] = str(paths["warm"])
         if fn == "child_annotate":
             kwargs["output"] = str(work / "annotated" / f"w{extra['workers']}")
         try:
@@ -416,7 +532,7 @@ def run_annotate(args, paths, work, rows, details, errors):
                          "metric": "est_idle_speedup", "value": statistics.median(pipe_cpu) / statistics.median(est)})
     loads = [x for r in sum(runs.values(), []) for x in (r.get("load_average_start"), r.get("load_average"))
              if x is not None]
-    details["annotate:summary"] = {"words_per_second": wps, "rounds": args.rounds,
+    details["annotate:summary"] = {"words_per_second": wps, "rounds": args.rounds, "warmed_up": args.warm,
                                    "per_round": {k: [r["words_per_second"] for r in v] for k, v in runs.items()},
                                    "load_average_min": min(loads), "load_average_max": max(loads)}
 
@@ -433,12 +549,14 @@ def plot(results: Dict[str, Any]) -> None:
         return
     fig, axes = plt.subplots(1, len(comps), figsize=(5.5 * len(comps), 4), squeeze=False)
     for ax, comp in zip(axes[0], comps):
-        keys = sorted((k for k in details if k.startswith(f"accuracy:{comp}:")), key=lambda k: int(k.rsplit(":", 1)[1]))
+        keys = sorted((k for k in details if k.startswith(f"accuracy:{comp}:")),
+                      key=lambda k: (k.split(":")[3:], int(k.split(":")[2])))
         for key in keys:
-            shards = int(key.rsplit(":", 1)[1])
+            shards, variant = int(key.split(":")[2]), (key.split(":")[3:] or [""])[0]
             curve = details[key]["curve"]
             ax.plot([p["epoch"] for p in curve], [100 * p["test"][METRIC[comp]] for p in curve], marker="o", ms=3,
-                    label="serial" if shards == 1 else f"{shards} shards")
+                    linestyle="--" if variant else "-",
+                    label=("serial" if shards == 1 else f"{shards} shards") + VARIANTS.get(variant, {"label": ""})["label"])
         ax.set_title(f"{comp}: test {'XPOS acc.' if comp == 'tagger' else 'LAS'} by epoch (EWT)")
         ax.set_xlabel("epoch")
         ax.set_ylabel("%")
@@ -466,9 +584,17 @@ def main() -> None:
     parser.add_argument("--parser-shards", default="2,4")
     parser.add_argument("--tagger-workers", default="1,2")
     parser.add_argument("--parser-workers", default="1,2")
+    parser.add_argument("--variants", default="",
+                        help=f"accuracy: variants to run besides or instead of the default (',' for the default), "
+                             f"of {sorted(v for v in VARIANTS if v)}")
     parser.add_argument("--timing-epochs", type=int, default=4)
+    parser.add_argument("--eval-every", default="1",
+                        help="timing: dev evaluation every N epochs (and after the last), for serial and "
+                             "train-distributed alike; several values run several timing sets, e.g. 1,4")
     parser.add_argument("--rounds", type=int, default=2,
                         help="timing and annotate: interleaved rounds of every setting (medians reported)")
+    parser.add_argument("--no-warm", dest="warm", action="store_false",
+                        help="annotate: time from a loaded pipeline only, not warmed up on the dev text")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--plots-only", action="store_true")
     parser.add_argument("--reuse", action="store_true", help="reuse child results with the same inputs")
@@ -479,6 +605,11 @@ def main() -> None:
     global REUSE
     REUSE = args.reuse
     args.components = [c for c in args.components.split(",") if c]
+    args.variants = args.variants.split(",") if args.variants else [""]
+    args.eval_every = _ints(args.eval_every)
+    unknown = [v for v in args.variants if v not in VARIANTS]
+    if unknown:
+        parser.error(f"unknown variants {unknown}: expected some of {sorted(v for v in VARIANTS if v)}")
     args.epochs = {"tagger": args.tagger_epochs, "parser": args.parser_epochs}
     args.shards = {"tagger": _ints(args.tagger_shards), "parser": _ints(args.parser_shards)}
     args.workers = {"tagger": _ints(args.tagger_workers), "parser": _ints(args.parser_workers)}
@@ -492,7 +623,8 @@ def main() -> None:
     errors: Dict[str, str] = {}
     parts = args.parts.split(",")
     load_before = C.load_average()
-    for part, fn in (("accuracy", run_accuracy), ("timing", run_timing), ("annotate", run_annotate)):
+    for part, fn in (("accuracy", run_accuracy), ("testdocs", run_test_docs), ("timing", run_timing),
+                     ("annotate", run_annotate)):
         if part in parts:
             fn(args, paths, args.work, rows, details, errors)
             save(args, rows, details, errors, load_before)   # a later part's failure loses nothing

@@ -2,7 +2,8 @@
 
 Commands:
   train-distributed CONFIG --output DIR [--scheduler ADDRESS] [--workers N] [--shards N]
-                    [--mixing uniform|mistakes] [--shard-dir URL] [--epochs N] [--paths.train X ...]
+                    [--mixing uniform|mistakes] [--shard-dir URL] [--epochs N] [--eval-every N]
+                    [--paths.train X ...]
   annotate PIPELINE INPUT OUTPUT [--scheduler ADDRESS] [--workers N] [--partition-size N] [--jsonl]
 
 Both need the Dask extra: pip install 'spacy-structperc[dask]'.
@@ -21,13 +22,14 @@ def _train(args, extra: List[str]) -> int:
     overrides = parse_config_overrides(extra)
     if args.simulate:
         train_distributed(args.config, args.output, overrides=overrides, n_shards=args.shards or 1,
-                          mixing=args.mixing, shard_dir=args.shard_dir, epochs=args.epochs, simulate=True)
+                          mixing=args.mixing, shard_dir=args.shard_dir, epochs=args.epochs, simulate=True,
+                          eval_every=args.eval_every)
         return 0
     require_dask("train-distributed")
     with dask_client("train-distributed", args.scheduler, args.workers) as client:
         train_distributed(args.config, args.output, overrides=overrides, client=client,
                           n_shards=args.shards, mixing=args.mixing, shard_dir=args.shard_dir,
-                          epochs=args.epochs)
+                          epochs=args.epochs, eval_every=args.eval_every)
     return 0
 
 
@@ -59,6 +61,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     t.add_argument("--mixing", default="uniform", help="uniform | mistakes")
     t.add_argument("--shard-dir", default=None, help="where workers read shards (folder or fsspec URL)")
     t.add_argument("--epochs", type=int, default=None, help="default: [training] max_epochs")
+    t.add_argument("--eval-every", type=int, default=1,
+                   help="evaluate the mix every N epochs and after the last (default: every epoch)")
     t.add_argument("--simulate", action="store_true", help="train the shards in this process, in turn")
     a = sub.add_parser("annotate", help="annotate text / JSONL / .spacy files over Dask partitions")
     a.add_argument("pipeline")

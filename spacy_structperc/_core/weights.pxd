@@ -73,6 +73,17 @@ cdef class AveragedWeights:
     cdef const void* _cols
     cdef bint _wide_cols
     cdef object _frozen_owner
+    # Change journal (training side; distributed mixing reads what a shard changed from it): a
+    # bit per (row, class) that update() wrote since start_journal(), the rows with a bit in the
+    # order they were first written, and the row count at the start (rows beyond it are new).
+    # NULL (off) until start_journal(): plain training pays one test per update.
+    cdef uint64_t* _dirty
+    cdef size_t _dirty_rows
+    cdef int64_t* _jrows
+    cdef size_t _jn
+    cdef size_t _jcap
+    cdef size_t _jstart_rows
+    cdef bint _journal_lost        # a reload or resize dropped a started journal
 
     cdef int64_t find(self, hash_t key) noexcept nogil
     cdef int64_t _insert(self, hash_t key) except -1 nogil
@@ -94,3 +105,9 @@ cdef class AveragedWeights:
     cdef int update(self, hash_t key, int clas, weight_t delta) except -1 nogil
     cdef int update_many(self, const hash_t* keys, int n_keys, int clas, weight_t delta) except -1 nogil
     cdef void tick(self) noexcept nogil
+    cdef int _journal_mark(self, int64_t row, int c) except -1 nogil
+    cdef void _journal_free(self) noexcept nogil
+    cdef int64_t _insert_zero(self, hash_t key) except -1 nogil
+    cdef bint _row_dirty(self, size_t r) noexcept nogil
+    cdef bint _cell_out(self, size_t r, int c, bint is_new) noexcept nogil
+    cdef double _u_at(self, int64_t row, int c) noexcept nogil

@@ -2,7 +2,7 @@
 """Averaged weights over hashed features: the one parameter store every component shares."""
 from libc.stdlib cimport calloc, free, malloc, realloc
 from libc.string cimport memcpy, memset
-from libc.stdint cimport int8_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 cimport cython
 import numpy
 
@@ -159,6 +159,13 @@ cdef class AveragedWeights:
         self._cols = NULL
         self._wide_cols = False
         self._frozen_owner = None
+        self._dirty = NULL
+        self._dirty_rows = 0
+        self._jrows = NULL
+        self._jn = 0
+        self._jcap = 0
+        self._jstart_rows = 0
+        self._journal_lost = False
         if self._table == NULL:
             raise MemoryError()
 
@@ -167,6 +174,7 @@ cdef class AveragedWeights:
         free(self._W)
         self._free_accumulators()
         free(self._avg)
+        self._journal_free()
 
     @property
     def n_buckets(self):
@@ -498,6 +506,8 @@ cdef class AveragedWeights:
             self._W[r * self.n_classes + c] += delta
             u = self._u_slot(r, c)
             u[0] += <double>self.clock * <double>delta
+            if self._dirty != NULL:
+                self._journal_mark(r, c)
             c += 1
         self._avg_valid = False
         self.version += 1
@@ -579,6 +589,8 @@ cdef class AveragedWeights:
             delta = <double>avg - <double>self._W[idx]
             self._W[idx] = avg
             self._U[i].value += t * delta
+            if self._dirty != NULL:
+                self._journal_mark(<int64_t>(key >> 16), <int>(key & 0xffff))
         self._avg_valid = False
         self.version += 1
 
@@ -591,6 +603,7 @@ cdef class AveragedWeights:
         if n_classes > MAX_CLASSES:
             raise ValueError(f"n_classes must be at most {MAX_CLASSES}, got {n_classes}")
         self._thaw()
+        self._drop_journal()
         cdef size_t r, C_old = self.n_classes, C = n_classes
         cdef size_t cap = max(self._rows_capacity, 1)
         cdef int words_old = self._mask_words, words = (n_classes + 63) // 64
@@ -751,6 +764,371 @@ cdef class AveragedWeights:
                 u[pos[key >> 16], key & 0xffff] = self._U[i].value
         return keys, W, U, self.clock
 
+    # Training side of distributed mixing: cells read and written in place, a change journal,
+    # the mixing formula replayed in place, and the training state as sparse cells (never a dense
+    # copy of the table). Cells are (key, class); a key absent from the table reads as zero.
+
+    cdef int _journal_mark(self, int64_t row, int c) except -1 nogil:
+        # Record that update() wrote (row, c); a row's first mark appends it to _jrows.
+        cdef size_t words = self._mask_words
+        cdef size_t n, at, w
+        cdef uint64_t* dirty
+        cdef int64_t* jrows
+        cdef bint first = True
+        if <size_t>row >= self._dirty_rows:
+            n = max(self._rows_capacity, <size_t>row + 1)
+            dirty = <uint64_t*>realloc(self._dirty, n * words * sizeof(uint64_t))
+            if dirty == NULL:
+                with gil:
+                    raise MemoryError("could not grow the change journal")
+            memset(&dirty[self._dirty_rows * words], 0, (n - self._dirty_rows) * words * sizeof(uint64_t))
+            self._dirty = dirty
+            self._dirty_rows = n
+        at = <size_t>row * words
+        for w in range(words):
+            if self._dirty[at + w]:
+                first = False
+                break
+        if first:
+            if self._jn == self._jcap:
+                jrows = <int64_t*>realloc(self._jrows, max(self._jcap * 2, <size_t>1024) * sizeof(int64_t))
+                if jrows == NULL:
+                    with gil:
+                        raise MemoryError("could not grow the change journal")
+                self._jrows = jrows
+                self._jcap = max(self._jcap * 2, <size_t>1024)
+            self._jrows[self._jn] = row
+            self._jn += 1
+        self._dirty[at + <size_t>(c // 64)] |= (<uint64_t>1) << (c % 64)
+        return 0
+
+    cdef void _journal_free(self) noexcept nogil:
+        free(self._dirty)
+        free(self._jrows)
+        self._dirty = NULL
+        self._jrows = NULL
+        self._dirty_rows = 0
+        self._jn = 0
+        self._jcap = 0
+
+    def _drop_journal(self):
+        # A reload or resize renumbers rows or classes: a started journal no longer says anything.
+        if self._dirty != NULL:
+            self._journal_free()
+            self._journal_lost = True
+
+    cdef int64_t _insert_zero(self, hash_t key) except -1 nogil:
+        # The row of key, created at zero if new (no noise: a mix's new rows are what the shards
+        # sent, and zero elsewhere, as in WeightsMixer).
+        cdef size_t before = self.n_rows
+        cdef int64_t r = self._insert(key)
+        if self.n_rows > before:
+            memset(&self._W[r * self.n_classes], 0, self.n_classes * sizeof(weight_t))
+        return r
+
+    @property
+    def journal_on(self):
+        """Whether the change journal records updates (see start_journal)."""
+        return self._dirty != NULL
+
+    def start_journal(self):
+        """Start the change journal afresh: from now on every (key, class) that an update (or
+        reset_to_average) writes is recorded, and rows created are new, until the next call.
+        Costs a bit per (row, class) written and one test per update."""
+        self._thaw()
+        self._journal_free()
+        cdef size_t n = max(self._rows_capacity, <size_t>1)
+        self._dirty = <uint64_t*>calloc(n * self._mask_words, sizeof(uint64_t))
+        if self._dirty == NULL:
+            raise MemoryError("could not allocate the change journal")
+        self._dirty_rows = n
+        self._jstart_rows = self.n_rows
+        self._journal_lost = False
+
+    def stop_journal(self):
+        """Stop recording changes and free the journal."""
+        self._journal_free()
+        self._journal_lost = False
+
+    def _check_journal(self):
+        if self._journal_lost:
+            raise ValueError("the change journal was dropped by a reload or resize: start it again")
+        if self._dirty == NULL:
+            raise ValueError("no change journal: call start_journal() first")
+
+    cdef bint _row_dirty(self, size_t r) noexcept nogil:
+        cdef size_t w
+        if r >= self._dirty_rows:
+            return False
+        for w in range(<size_t>self._mask_words):
+            if self._dirty[r * self._mask_words + w]:
+                return True
+        return False
+
+    def journal_rows(self):
+        """(keys, new): the keys of the rows updated or created since start_journal(), ascending,
+        and whether each row is new (created since then)."""
+        self._check_journal()
+        cdef size_t i, j = 0, r, n = 0
+        for i in range(self._jn):
+            if <size_t>self._jrows[i] < self._jstart_rows:
+                n += 1
+        n += self.n_rows - self._jstart_rows
+        keys = numpy.empty((n,), dtype=numpy.uint64)
+        new = numpy.empty((n,), dtype=numpy.bool_)
+        cdef uint64_t[::1] k = keys
+        cdef uint8_t[::1] nw = new.view(numpy.uint8)
+        for i in range(self._capacity):
+            if self._table[i].key == 0:
+                continue
+            r = <size_t>self._table[i].row
+            if r >= self._jstart_rows or self._row_dirty(r):
+                k[j] = self._table[i].key
+                nw[j] = r >= self._jstart_rows
+                j += 1
+        order = numpy.argsort(keys, kind="stable")
+        return keys[order], new[order]
+
+    cdef double _u_at(self, int64_t row, int c) noexcept nogil:
+        # The accumulator of (row, c), looked up only where _umask says one exists.
+        if self._umask == NULL or not (self._umask[row * self._mask_words + c // 64] >> (c % 64)) & 1:
+            return 0.0
+        return self._u_get(row, c)
+
+    cdef bint _cell_out(self, size_t r, int c, bint is_new) noexcept nogil:
+        # Whether journal_cells reports (r, c): written since the start, or non-zero in a new row.
+        cdef size_t C = self.n_classes
+        if r < self._dirty_rows and (self._dirty[r * self._mask_words + c // 64] >> (c % 64)) & 1:
+            return True
+        if not is_new:
+            return False
+        if self._W[r * C + c] != 0:
+            return True
+        return self._u_at(r, c) != 0.0
+
+    def journal_cells(self):
+        """What changed since start_journal(), sparse: (keys, cols, W, U, new_keys) with the
+        current W and U of every cell an update wrote and every non-zero cell of a new row, cells
+        in key order, and the new rows' keys ascending. Reads only the table's buckets and the
+        written cells: no dense copy of the state."""
+        self._check_journal()
+        keys, is_new = self.journal_rows()
+        cdef const uint64_t[::1] k = keys
+        cdef const uint8_t[::1] nw = is_new.view(numpy.uint8)
+        cdef size_t i, n = 0, at = 0
+        cdef int c, C = self.n_classes
+        cdef int64_t r
+        for i in range(<size_t>k.shape[0]):
+            r = self.find(k[i])
+            for c in range(C):
+                if self._cell_out(<size_t>r, c, nw[i]):
+                    n += 1
+        out_keys = numpy.empty((n,), dtype=numpy.uint64)
+        out_cols = numpy.empty((n,), dtype=numpy.int32)
+        out_W = numpy.empty((n,), dtype=numpy.float32)
+        out_U = numpy.empty((n,), dtype=numpy.float64)
+        cdef uint64_t[::1] ok = out_keys
+        cdef int32_t[::1] oc = out_cols
+        cdef float[::1] ow = out_W
+        cdef double[::1] ou = out_U
+        for i in range(<size_t>k.shape[0]):
+            r = self.find(k[i])
+            for c in range(C):
+                if self._cell_out(<size_t>r, c, nw[i]):
+                    ok[at] = k[i]
+                    oc[at] = c
+                    ow[at] = self._W[r * C + c]
+                    ou[at] = self._u_at(r, c)
+                    at += 1
+        return out_keys, out_cols, out_W, out_U, numpy.ascontiguousarray(keys[is_new])
+
+    def _cell_arrays(self, keys, cols, n_values=0):
+        k = numpy.ascontiguousarray(keys, dtype=numpy.uint64)
+        c = numpy.ascontiguousarray(cols, dtype=numpy.int32)
+        if k.ndim != 1 or c.shape != k.shape:
+            raise ValueError(f"{c.shape} classes for {k.shape} keys")
+        if c.size and (int(c.min()) < 0 or int(c.max()) >= self.n_classes):
+            raise ValueError(f"a class beyond the {self.n_classes} classes")
+        return k, c
+
+    def rows_of(self, keys):
+        """The row of each key (int64), -1 where absent."""
+        cdef const uint64_t[::1] k = numpy.ascontiguousarray(keys, dtype=numpy.uint64)
+        out = numpy.empty((k.shape[0],), dtype=numpy.int64)
+        cdef int64_t[::1] o = out
+        cdef size_t i
+        with nogil:
+            for i in range(<size_t>k.shape[0]):
+                o[i] = self.find(k[i])
+        return out
+
+    def get_cells(self, keys, cols):
+        """(W, U) at the cells (keys[i], cols[i]): float32 current weights and float64
+        accumulators, zero where the key is absent."""
+        ka, ca = self._cell_arrays(keys, cols)
+        self._thaw()
+        cdef const uint64_t[::1] k = ka
+        cdef const int32_t[::1] c = ca
+        W = numpy.zeros((k.shape[0],), dtype=numpy.float32)
+        U = numpy.zeros((k.shape[0],), dtype=numpy.float64)
+        cdef float[::1] w = W
+        cdef double[::1] u = U
+        cdef size_t i, C = self.n_classes
+        cdef int64_t r
+        with nogil:
+            for i in range(<size_t>k.shape[0]):
+                r = self.find(k[i])
+                if r >= 0:
+                    w[i] = self._W[r * C + c[i]]
+                    u[i] = self._u_at(r, c[i])
+        return W, U
+
+    def insert_keys(self, keys):
+        """Create a zero row for each key not in the table yet."""
+        cdef const uint64_t[::1] k = numpy.ascontiguousarray(keys, dtype=numpy.uint64)
+        cdef size_t i
+        self._thaw()
+        with nogil:
+            for i in range(<size_t>k.shape[0]):
+                self._insert_zero(k[i])
+        self._avg_valid = False
+        self.version += 1
+
+    def set_cells(self, keys, cols, W, U):
+        """Write W (float32) and U (float64, the averaging accumulators) at the cells
+        (keys[i], cols[i]) in place; keys not in the table get zero rows first. Other cells, the
+        clock and the journal are left as they are."""
+        ka, ca = self._cell_arrays(keys, cols)
+        wa = numpy.ascontiguousarray(W, dtype=numpy.float32)
+        ua = numpy.ascontiguousarray(U, dtype=numpy.float64)
+        if wa.shape != ka.shape or ua.shape != ka.shape:
+            raise ValueError(f"{wa.shape} weights and {ua.shape} accumulators for {ka.shape} cells")
+        self._thaw()
+        cdef const uint64_t[::1] k = ka
+        cdef const int32_t[::1] c = ca
+        cdef const float[::1] w = wa
+        cdef const double[::1] u = ua
+        cdef size_t i, C = self.n_classes
+        cdef int64_t r
+        if k.shape[0] and (ua != 0).any():
+            self._ensure_accumulators()
+        with nogil:
+            for i in range(<size_t>k.shape[0]):
+                r = self._insert_zero(k[i])
+                self._W[r * C + c[i]] = w[i]
+                if u[i] != 0.0:
+                    self._u_slot(r, c[i])[0] = u[i]
+                elif self._umask != NULL and (self._umask[r * self._mask_words + c[i] // 64] >> (c[i] % 64)) & 1:
+                    self._u_slot(r, c[i])[0] = 0.0
+        self._avg_valid = False
+        self.version += 1
+
+    def replay_mix(self, w_factors, double w_scale, u_factors, double u_scale, int64_t clock):
+        """Every cell in place through the mixing formula of shards that all hold its value:
+        W <- (sum_k float32(w_factors[k]) * W) * float32(w_scale), in float32 and in that order
+        (W unchanged when w_factors is empty; no scaling when w_scale is 1), U <-
+        (sum_k U * u_factors[k]) * u_scale in float64; then the clock is `clock`. With the
+        factors WeightsMixer uses, a cell no shard changed gets the value the mixer gives it."""
+        cdef const float[::1] wf = numpy.ascontiguousarray(w_factors, dtype=numpy.float32)
+        cdef const double[::1] uf = numpy.ascontiguousarray(u_factors, dtype=numpy.float64)
+        if clock < 0:
+            raise ValueError(f"clock must be >= 0, got {clock}")
+        self._thaw()
+        cdef size_t i, n = self.n_rows * self.n_classes
+        cdef int j, nw = wf.shape[0], nu = uf.shape[0]
+        cdef float acc, tmp, x, ws = <float>w_scale
+        cdef bint scale_w = w_scale != 1.0
+        cdef double acc64, tmp64, y
+        with nogil:
+            if nw:
+                for i in range(n):
+                    x = self._W[i]
+                    acc = 0.0
+                    for j in range(nw):
+                        tmp = wf[j] * x
+                        acc = acc + tmp
+                    if scale_w:
+                        acc = acc * ws
+                    self._W[i] = acc
+            if self._U != NULL:
+                for i in range(self._u_capacity):
+                    if self._U[i].key != 0:
+                        y = self._U[i].value
+                        acc64 = 0.0
+                        for j in range(nu):
+                            tmp64 = y * uf[j]
+                            acc64 = acc64 + tmp64
+                        self._U[i].value = acc64 * u_scale
+        self.clock = clock
+        self._avg_valid = False
+        self.version += 1
+
+    def state_cells(self):
+        """The training state sparsely: (keys, cells, W, U, clock) with every key ascending and
+        the cells where W or U is not zero, as flat indices position * n_classes + class (in
+        ascending order), with their W (float32) and U (float64). `load_cells` reads it back."""
+        self._thaw()
+        keys, rows = self.sorted_rows(averaged=False, prune=False)
+        cdef const int64_t[::1] r = rows
+        cdef size_t i, n = 0, at = 0, C = self.n_classes
+        cdef int c
+        cdef double u
+        for i in range(<size_t>r.shape[0]):
+            for c in range(<int>C):
+                if self._W[r[i] * C + c] != 0 or self._u_at(r[i], c) != 0.0:
+                    n += 1
+        cells = numpy.empty((n,), dtype=numpy.int64)
+        W = numpy.empty((n,), dtype=numpy.float32)
+        U = numpy.empty((n,), dtype=numpy.float64)
+        cdef int64_t[::1] oc = cells
+        cdef float[::1] ow = W
+        cdef double[::1] ou = U
+        for i in range(<size_t>r.shape[0]):
+            for c in range(<int>C):
+                u = self._u_at(r[i], c)
+                if self._W[r[i] * C + c] != 0 or u != 0.0:
+                    oc[at] = <int64_t>(i * C + c)
+                    ow[at] = self._W[r[i] * C + c]
+                    ou[at] = u
+                    at += 1
+        return keys, cells, W, U, self.clock
+
+    def load_cells(self, keys, cells, W, U, int64_t clock=0):
+        """Replace the contents by a sparse state (as `state_cells` gives it): the keys
+        (ascending, each once) with zero rows, then W and U at the flat cells."""
+        ka = numpy.ascontiguousarray(keys, dtype=numpy.uint64)
+        ca = numpy.ascontiguousarray(cells, dtype=numpy.int64)
+        wa = numpy.ascontiguousarray(W, dtype=numpy.float32)
+        ua = numpy.ascontiguousarray(U, dtype=numpy.float64)
+        if ka.ndim != 1 or (ka.size > 1 and not bool(numpy.all(ka[1:] > ka[:-1]))):
+            raise ValueError("load_cells needs the keys in ascending order, each once")
+        if wa.shape != ca.shape or ua.shape != ca.shape:
+            raise ValueError(f"{wa.shape} weights and {ua.shape} accumulators for {ca.shape} cells")
+        if ca.size and (int(ca.min()) < 0 or int(ca.max()) >= ka.size * self.n_classes):
+            raise ValueError(f"a cell beyond {ka.size} keys x {self.n_classes} classes")
+        self.load_arrays(numpy.zeros(0, numpy.uint64), numpy.zeros((0, self.n_classes), numpy.float32), None, 0)
+        self._clear(max(self._capacity, _round_pow2(2 * len(ka) + 2)))
+        self._grow_rows(max(len(ka), 1024))
+        if ca.size and (ua != 0).any():
+            self._ensure_accumulators()
+        cdef const uint64_t[::1] k = ka
+        cdef const int64_t[::1] cl = ca
+        cdef const float[::1] w = wa
+        cdef const double[::1] u = ua
+        cdef size_t i, C = self.n_classes
+        cdef int64_t r
+        with nogil:
+            for i in range(<size_t>k.shape[0]):
+                self._insert_zero(k[i])
+            for i in range(<size_t>cl.shape[0]):
+                r = cl[i] // <int64_t>C       # rows were created in key order
+                self._W[cl[i]] = w[i]
+                if u[i] != 0.0:
+                    self._u_slot(r, <int>(cl[i] % <int64_t>C))[0] = u[i]
+        self.clock = clock
+        self._avg_valid = False
+        self.version += 1
+
     def frozen_arrays(self):
         """(indptr, cols, values, scales) of sparse rows read in place (see load_frozen), row i
         being the i-th key loaded; None when W holds the rows."""
@@ -833,6 +1211,7 @@ cdef class AveragedWeights:
         if duplicate:
             free(table)
             raise ValueError(f"the key {key} is there twice")
+        self._drop_journal()
         free(self._table)
         free(self._W)
         self._free_accumulators()
@@ -866,6 +1245,7 @@ cdef class AveragedWeights:
             accumulators = numpy.ascontiguousarray(accumulators, dtype=numpy.float64)
             if accumulators.shape != weights.shape:
                 raise ValueError("accumulators must have the shape of weights")
+        self._drop_journal()
         self._clear(max(self._capacity, _round_pow2(2 * len(keys) + 2)))
         self._free_accumulators()
         if self.frozen_type != FROZEN_NONE:

@@ -21,7 +21,7 @@ import uuid
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from ..errors import Errors
-from ._docbin import add_docs, get_docs, set_user_data
+from ._docbin import add_docs, docbin_bytes, get_docs, set_user_data
 
 KINDS = {".txt": "text", ".jsonl": "jsonl", ".spacy": "spacy"}
 MANIFEST = "annotate.json"
@@ -248,7 +248,7 @@ def annotate_partition(part: Dict[str, Any], pipeline: str, output: str, jsonl: 
     if jsonl:
         _write_atomic(fs, base + ".jsonl", "".join(line + "\n" for line in lines).encode("utf8"))
     set_user_data(docs, user_data)
-    _write_atomic(fs, base + ".spacy", docs.to_bytes())
+    _write_atomic(fs, base + ".spacy", docbin_bytes(docs))
     return {"id": part["id"], "docs": len(docs), "errors": len(errors), "words": n_words,
             "seconds": time.perf_counter() - start, "pid": os.getpid(),
             "cpu": time.thread_time() - cpu_start,

@@ -26,11 +26,11 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 
 from ..errors import Errors
 from ._docbin import get_docs, set_user_data
-from .delta import apply_mix, copy_base, dense_arrays, make_base, message_nbytes, mix_message, shard_delta
-from .mixing import load_pipe_state, mixable_pipes, mixing_coefficients
+from .delta import apply_mix, full_base, load_base, message_nbytes, mix_message, shard_delta
+from .mixing import mixable_pipes, mixing_coefficients
 
 MIXING = ("uniform", "mistakes")
-_WORKER: Dict[str, Any] = {}   # this worker's resident run: token, pipeline, shards, bases of the mix
+_WORKER: Dict[str, Any] = {}   # this worker's resident run: token, pipeline (holding the mix), shards
 _WORKER_LOCK = threading.Lock()  # one shard at a time per process (workers with several threads)
 
 
@@ -89,9 +89,10 @@ class NeedsBase(Exception):
 
 
 def _worker_state(payload: Dict[str, Any]) -> Dict[str, Any]:
-    """This process's resident run: the pipeline, the shards it read and the bases of the current
-    mix, kept across epochs. A task of another run (another token) replaces all of it (the dict
-    is replaced, not emptied, so a task still holding the old one is not disturbed)."""
+    """This process's resident run: the pipeline (whose tables hold the mix, plus what the last
+    shard trained here changed) and the shards it read, kept across epochs. A task of another
+    run (another token) replaces all of it (the dict is replaced, not emptied, so a task still
+    holding the old one is not disturbed)."""
     global _WORKER
     state = _WORKER
     if state.get("token") != payload["token"]:
@@ -102,24 +103,36 @@ def _worker_state(payload: Dict[str, Any]) -> Dict[str, Any]:
         config = Config().from_str(payload["config"], interpolate=False)
         nlp = util.load_model_from_config(config, auto_fill=False, validate=False)
         nlp.from_bytes(payload["nlp"])
-        state = {"token": payload["token"], "nlp": nlp, "shards": {}, "bases": None, "version": None}
+        # version: the mix the tables hold (None: nothing usable); holds: the shard whose
+        # changes they hold on top of it (None: exactly the mix).
+        state = {"token": payload["token"], "nlp": nlp, "shards": {}, "version": None, "holds": None}
         _WORKER = state
     return state
 
 
-def _install(state: Dict[str, Any], update: Dict[str, Any]) -> None:
-    """Bring the worker's bases to the mix `update` describes: a full base, or the mix message
-    from the version before."""
-    version = update["version"]
-    if state["version"] == version:
+def _install(state: Dict[str, Any], update: Dict[str, Any], names: Sequence[str]) -> None:
+    """Bring the tables to the mix `update` describes: a full base, or, in place, the mix
+    message from the version before."""
+    nlp, version = state["nlp"], update["version"]
+    if state["version"] == version and state["holds"] is None:
         return
     if update["kind"] == "full":
-        state["bases"] = {name: copy_base(base) for name, base in update["bases"].items()}
-    elif state["version"] == version - 1 and state["bases"] is not None:
-        state["bases"] = {name: apply_mix(state["bases"][name], msg) for name, msg in update["mixes"].items()}
+        state["version"] = None
+        for name in names:
+            load_base(nlp.get_pipe(name).model.weights, update["bases"][name])
+    elif state["version"] == version - 1 and (state["holds"] is None or
+                                               next(iter(update["mixes"].values()))["coefs"][state["holds"]] != 0.0):
+        # The tables hold the last mix plus what one shard wrote, all of it in the message (a
+        # shard of coefficient 0 is not: that table cannot reach the mix in place).
+        state["version"] = None
+        for name in names:
+            apply_mix(nlp.get_pipe(name).model.weights, update["mixes"][name])
     else:
-        raise NeedsBase(f"worker {os.getpid()} holds mix {state['version']}, the task needs {version}")
-    state["version"] = version
+        raise NeedsBase(f"worker {os.getpid()} holds mix {state['version']} (+ shard {state['holds']}), "
+                        f"the task needs {version}")
+    for name in names:
+        nlp.get_pipe(name)._labels_changed()
+    state["version"], state["holds"] = version, None
 
 
 def _batches(payload: Dict[str, Any], examples: List) -> Iterator[List]:
@@ -136,10 +149,10 @@ def _batches(payload: Dict[str, Any], examples: List) -> Iterator[List]:
 
 
 def train_shard(payload: Dict[str, Any], update: Dict[str, Any], shard_url: str, epoch: int,
-                shard_index: int, fallback: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
-    """One epoch over one shard from the mix `update` leads to (or `fallback`, a full base, if
-    this worker cannot get there): what the shard changed (`delta.shard_delta` per component) and
-    its statistics."""
+                shard_index: int, fallback: Any = None) -> Dict[str, Any]:
+    """One epoch over one shard from the mix `update` leads to (or `fallback`, a full update or a
+    function that returns one, if this worker cannot get there): what the shard changed
+    (`delta.shard_delta` per component) and its statistics."""
     with _WORKER_LOCK:
         return _train_shard(payload, update, shard_url, epoch, shard_index, fallback)
 
@@ -153,19 +166,22 @@ def _train_shard(payload, update, shard_url, epoch, shard_index, fallback):
     start = time.perf_counter()
     cpu_start = time.thread_time()
     state = _worker_state(payload)
+    names = payload["mixed"]
     try:
-        _install(state, update)
+        _install(state, update, names)
     except NeedsBase:
         if fallback is None:
             raise
-        _install(state, fallback)
+        _install(state, fallback() if callable(fallback) else fallback, names)
     nlp = state["nlp"]
     examples = state["shards"].get(shard_url)
     if examples is None:
         examples = state["shards"][shard_url] = read_shard(shard_url, nlp)
-    bases = state["bases"]
-    for name, base in bases.items():
-        load_base(nlp.get_pipe(name), base)
+    tables = {name: nlp.get_pipe(name).model.weights for name in names}
+    version = state["version"]
+    state["version"] = None            # until the shard's changes are taken: a failure leaves nothing usable
+    for table in tables.values():
+        table.start_journal()
     for _, pipe in nlp.pipeline:
         start_epoch = getattr(pipe, "start_epoch", None)
         if start_epoch is not None:
@@ -173,22 +189,22 @@ def _train_shard(payload, update, shard_url, epoch, shard_index, fallback):
     order = list(examples)
     random.Random(f"{payload['seed']}:{epoch}:{shard_index}").shuffle(order)
     losses: Dict[str, float] = {}
-    ready = time.perf_counter()
+    ready, ready_cpu = time.perf_counter(), time.thread_time()
     for batch in _batches(payload, order):
         nlp.update(batch, sgd=False, losses=losses, exclude=payload["frozen"],
                    annotates=payload["annotating"])
-    trained = time.perf_counter()
-    deltas = {}
-    for name in bases:
-        deltas[name] = shard_delta(bases[name], *nlp.get_pipe(name).model.weights.state_arrays())
-    done = time.perf_counter()
+    trained, trained_cpu = time.perf_counter(), time.thread_time()
+    deltas = {name: shard_delta(table) for name, table in tables.items()}
+    state["version"], state["holds"] = version, shard_index
+    done, done_cpu = time.perf_counter(), time.thread_time()
     return {
         "deltas": deltas,
-        "mistakes": {name: float(losses.get(name, 0.0)) for name in bases},
+        "mistakes": {name: float(losses.get(name, 0.0)) for name in names},
         "examples": len(order),
         "words": sum(len(eg.reference) for eg in order),
         "seconds": done - start,
         "phases": {"prepare": ready - start, "train": trained - ready, "delta": done - trained},
+        "phases_cpu": {"prepare": ready_cpu - cpu_start, "train": trained_cpu - ready_cpu, "delta": done_cpu - trained_cpu},
         "task_cpu": time.thread_time() - cpu_start,   # CPU seconds of this task's thread
         "process_cpu": _process_cpu(),                # the worker process's CPU seconds so far
         "delta_mb": sum(message_nbytes(d) for d in deltas.values()) / 1e6,
@@ -210,20 +226,10 @@ def forget_resident_run() -> None:
     _WORKER = {}
 
 
-def load_base(pipe, base: Dict[str, Any]) -> None:
-    """Make a (sparse) base the pipe's training state. The table is emptied first, so its old
-    accumulators are freed before the dense arrays for `load_arrays` are built."""
-    import numpy
-
-    weights = pipe.model.weights
-    C = weights.n_classes
-    weights.load_arrays(numpy.zeros(0, numpy.uint64), numpy.zeros((0, C), numpy.float32), None, 0)
-    keys, W, U, clock = dense_arrays(base)
-    load_pipe_state(pipe, {"keys": keys, "W": W, "U": U, "clock": clock})
-
-
-def _full_update(version: int, bases: Dict[str, Any]) -> Dict[str, Any]:
-    return {"version": version, "kind": "full", "bases": bases}
+def _full_update(version: int, pipes: Sequence[Tuple[str, Any]]) -> Dict[str, Any]:
+    """The mix the pipes' tables hold now, as version `version`, in full (sparse)."""
+    return {"version": version, "kind": "full",
+            "bases": {name: full_base(pipe.model.weights) for name, pipe in pipes}}
 
 
 # Executors: where the shards train -------------------------------------------------------------
@@ -238,11 +244,19 @@ class SequentialExecutor:
         self.n_workers = 1
 
     def submit(self, update, epoch, full_base):
-        return update, epoch
+        return update, epoch, full_base
 
     def collect(self, handle):
-        update, epoch = handle
-        return [train_shard(self.payload, update, url, epoch, i) for i, url in enumerate(self.shard_urls)]
+        update, epoch, full_base = handle
+        memo: List[Dict[str, Any]] = []
+
+        def full():
+            if not memo:
+                memo.append(full_base())
+            return memo[0]
+
+        # Shard i > 0 finds the tables holding shard i - 1's epoch: it starts from the full mix.
+        return [train_shard(self.payload, update, url, epoch, i, full) for i, url in enumerate(self.shard_urls)]
 
     def worker_peak_rss_mb(self) -> List[float]:
         return [_peak_rss_mb()]
@@ -319,12 +333,15 @@ def train_distributed(config_path, output, *, overrides: Optional[Dict[str, Any]
                       client=None, n_shards: Optional[int] = None, mixing: str = "uniform",
                       shard_dir: Optional[str] = None, epochs: Optional[int] = None,
                       simulate: bool = False, printer: Optional[Callable[[str], None]] = print,
-                      on_epoch: Optional[Callable[[Dict[str, Any], Any], None]] = None) -> Dict[str, Any]:
+                      on_epoch: Optional[Callable[[Dict[str, Any], Any], None]] = None,
+                      eval_every: int = 1) -> Dict[str, Any]:
     """Train the pipeline of `config_path` by iterative parameter mixing; save `model-best` and
     `model-last` under `output`. With `client`, shards train on its cluster (one shard per worker
     unless `n_shards`); with `simulate`, all shards train in this process one after another.
-    `on_epoch(row, nlp)` is called after every epoch's mix and evaluation. Returns the log (also
-    written to `output/ipm_log.json`)."""
+    The mix is evaluated on the dev set every `eval_every` epochs and after the last (as
+    `spacy train`'s eval_frequency spaces evaluations); `model-best` is the best evaluated mix.
+    `on_epoch(row, nlp)` is called after every epoch's mix (and evaluation). Returns the log
+    (also written to `output/ipm_log.json`)."""
     from spacy import util
     from spacy.schemas import ConfigSchemaTraining
     from spacy.training.initialize import init_nlp
@@ -333,6 +350,9 @@ def train_distributed(config_path, output, *, overrides: Optional[Dict[str, Any]
 
     if mixing not in MIXING:
         raise ValueError(Errors.S345.format(value=mixing, options=list(MIXING)))
+    if isinstance(eval_every, bool) or not isinstance(eval_every, int) or eval_every < 1:
+        raise ValueError(Errors.S012.format(setting="eval_every", name="train-distributed",
+                                            requirement="a positive integer", value=eval_every))
     output = Path(output)
     output.mkdir(parents=True, exist_ok=True)
     config = util.load_config(config_path, overrides=overrides or {}, interpolate=False)
@@ -356,7 +376,7 @@ def train_distributed(config_path, output, *, overrides: Optional[Dict[str, Any]
     token = uuid.uuid4().hex
     payload = {
         "token": token, "config": nlp.config.to_str(), "nlp": nlp.to_bytes(),
-        "frozen": frozen, "annotating": annotating, "seed": T["seed"] if T["seed"] is not None else 0,
+        "frozen": frozen, "annotating": annotating, "mixed": [name for name, _ in pipes], "seed": T["seed"] if T["seed"] is not None else 0,
         "batch_words": batcher_size if isinstance(batcher_size, int) else 1000,
     }
     executor = SequentialExecutor(payload, urls) if client is None else DaskExecutor(client, payload, urls)
@@ -375,12 +395,13 @@ def train_distributed(config_path, output, *, overrides: Optional[Dict[str, Any]
     log: Dict[str, Any] = {"config": str(config_path), "run": token, "n_shards": n_shards, "mixing": mixing,
                            "n_workers": executor.n_workers, "epochs": []}
     best = None
-    bases = {name: make_base(*pipe.model.weights.state_arrays()) for name, pipe in pipes}
     try:
         # Epoch e+1's shards are submitted as soon as epoch e's mix message exists: they train
-        # while the driver applies the mix to its own copy, evaluates and saves.
+        # while the driver applies the mix to its own tables, evaluates and saves. The full mix
+        # (for a worker that does not hold the last one) is built only when a worker needs it,
+        # from the driver's tables, which by then hold that mix.
         submitted = time.perf_counter()
-        handle = executor.submit(_full_update(0, bases), 1, lambda: _full_update(0, bases))
+        handle = executor.submit(_full_update(0, pipes), 1, lambda: _full_update(0, pipes))
         epoch_start, driver_cpu = submitted, _process_cpu()
         for epoch in range(1, n_epochs + 1):
             results = executor.collect(handle)
@@ -388,21 +409,30 @@ def train_distributed(config_path, output, *, overrides: Optional[Dict[str, Any]
             mix_cpu_start = time.thread_time()
             stats = [{k: v for k, v in r.items() if k != "deltas"} for r in results]
             mixes = {}
-            for name, _ in pipes:
+            for name, pipe in pipes:
                 coefs = mixing_coefficients([s["mistakes"][name] for s in stats], mixing)
-                mixes[name] = mix_message(bases[name], [r["deltas"][name] for r in results], coefs)
+                mixes[name] = mix_message(pipe.model.weights, [r["deltas"][name] for r in results], coefs)
             del results
             mix_cpu = time.thread_time() - mix_cpu_start
             train_seconds = time.perf_counter() - submitted
             if epoch < n_epochs:
                 submitted = time.perf_counter()
                 handle = executor.submit({"version": epoch, "kind": "delta", "mixes": mixes}, epoch + 1,
-                                         lambda v=epoch: _full_update(v, bases))
+                                         lambda v=epoch: _full_update(v, pipes))
+            evaluating = epoch % eval_every == 0 or epoch == n_epochs
             for name, pipe in pipes:
-                bases[name] = apply_mix(bases[name], mixes[name])
-                load_base(pipe, bases[name])
+                apply_mix(pipe.model.weights, mixes[name])
+                if evaluating:
+                    # The driver's tables only predict until the next mix: averaged weights made
+                    # once (one pass over the accumulators) score the dev set twice as fast as
+                    # averaging every row read on the fly. The copy costs the driver memory only.
+                    pipe.model.weights.average()
+                pipe._labels_changed()
             mix_seconds = time.perf_counter() - waited
-            score, scores = evaluate()
+            apply_cpu = time.thread_time() - mix_cpu_start - mix_cpu
+            eval_cpu_start = time.thread_time()
+            score, scores = evaluate() if evaluating else (None, {})
+            eval_cpu = time.thread_time() - eval_cpu_start
             row = {"epoch": epoch, "train_seconds": train_seconds,
                    "seconds": time.perf_counter() - epoch_start, "score": score,
                    "scores": {k: v for k, v in scores.items() if isinstance(v, (int, float))},
@@ -410,6 +440,7 @@ def train_distributed(config_path, output, *, overrides: Optional[Dict[str, Any]
                    "shard_seconds": [s["seconds"] for s in stats],
                    "shard_words": [s["words"] for s in stats],
                    "shard_phases": [s["phases"] for s in stats],
+                   "shard_phases_cpu": [s["phases_cpu"] for s in stats],
                    "mix_seconds": mix_seconds,
                    "mix_message_cpu": mix_cpu,
                    "shard_task_cpu": [s["task_cpu"] for s in stats],
@@ -418,14 +449,19 @@ def train_distributed(config_path, output, *, overrides: Optional[Dict[str, Any]
                    "mix_mb": sum(message_nbytes(m) for m in mixes.values()) / 1e6,
                    "worker_peak_rss_mb": sorted({s["pid"]: s["peak_rss_mb"] for s in stats}.values())}
             log["epochs"].append(row)
-            nlp.meta["performance"] = {**row["scores"], "score": score}
-            if best is None or score > best:
+            save_cpu_start = time.thread_time()
+            if evaluating:
+                nlp.meta["performance"] = {**row["scores"], "score": score}
+            if evaluating and (best is None or score > best):
                 best = score
                 before_to_disk(nlp).to_disk(output / "model-best")
+            # The driver's main thread's CPU by phase (the rest of its process CPU is Dask's).
+            row["driver_phases_cpu"] = {"mix_message": mix_cpu, "apply": apply_cpu, "evaluate": eval_cpu,
+                                        "save": time.thread_time() - save_cpu_start}
             if printer:
                 cells = [str(epoch), f"{row['seconds']:.1f}",
                          *["/".join(f"{m:.0f}" for m in row["mistakes"][n]) for n in names],
-                         *_score_row(scores, score_keys), f"{score:.2f}"]
+                         *_score_row(scores, score_keys), "-" if score is None else f"{score:.2f}"]
                 printer("  ".join(f"{c:>12}" for c in cells))
             if on_epoch is not None:
                 on_epoch(row, nlp)

@@ -145,3 +145,27 @@ def test_a_new_run_resets_the_resident_worker_pipeline(tmp_path, cluster, toy_co
     a = (tmp_path / "second" / "model-last" / "tagger" / "model").read_bytes()
     b = (tmp_path / "fresh" / "model-last" / "tagger" / "model").read_bytes()
     assert a == b
+
+
+def test_eval_every_evaluates_every_nth_epoch_and_the_last(tmp_path, toy_corpus, toy_config):
+    log = train_distributed(toy_config, tmp_path / "out", overrides=_overrides(toy_corpus), n_shards=2, epochs=3,
+                            simulate=True, printer=None, eval_every=2)
+    assert [r["score"] is not None for r in log["epochs"]] == [False, True, True]
+    assert log["best_score"] == max(r["score"] for r in log["epochs"][1:])
+    assert (tmp_path / "out" / "model-best").exists() and (tmp_path / "out" / "model-last").exists()
+    with pytest.raises(ValueError, match="S012"):
+        train_distributed(toy_config, tmp_path / "bad", overrides=_overrides(toy_corpus), n_shards=2, epochs=1,
+                          simulate=True, printer=None, eval_every=0)
+
+
+def test_two_workers_mixing_in_place_save_the_bytes_of_two_shards_trained_in_turn(tmp_path, cluster, toy_corpus,
+                                                                                  toy_config):
+    """Workers apply each mix in place to the table that trained their shard; the simulation
+    reloads the full mix for every shard: the same model either way."""
+    kw = dict(overrides=_overrides(toy_corpus), n_shards=2, epochs=3, printer=None)
+    log = train_distributed(toy_config, tmp_path / "dask", client=cluster, **kw)
+    train_distributed(toy_config, tmp_path / "sim", simulate=True, **kw)
+    assert log["resent_full_base"] == 0          # every epoch after the first went in place
+    a = (tmp_path / "dask" / "model-last" / "tagger" / "model").read_bytes()
+    b = (tmp_path / "sim" / "model-last" / "tagger" / "model").read_bytes()
+    assert a == b
