@@ -224,12 +224,21 @@ def kbest_stage(paths: Dict[str, str], work: Path, n_folds: int, k: int, width: 
         print(f"  kbest {name}: {len(gold)} sentences, {res['kbest_seconds']:.0f}s", flush=True)
 
 
+def _perceptron_default():
+    from spacy_structperc.reranking.pipes import LEARNER_DEFAULTS
+
+    return dict(LEARNER_DEFAULTS["perceptron"])
+
+
 LEARNER_SETTINGS = {
-    # The base score's weight is chosen on dev (the full model's lists): the fold models' lists
-    # the perceptron learns from come from weaker parsers than the test lists, so the weight it
-    # learns (None) trusts the base score too little there.
-    "perceptron": {"learner": "perceptron", "epochs": 8, "min_count": 2,
-                   "base_weights": [None, 32.0, 64.0, 128.0, 256.0, 512.0]},
+    # "perceptron" is what a parser's reranker block trains inside `spacy train`
+    # (reranking/pipes.py LEARNER_DEFAULTS): the base score's weight and the epochs chosen on
+    # every 4th jackknifed training list ("select": "holdout", no dev lists), each list's base
+    # scores divided by its own spread. "perceptron dev" chooses them on the full model's dev
+    # lists instead (the same grid), which the pipeline cannot do.
+    "perceptron": {"learner": "perceptron", "select": "holdout", **_perceptron_default()},
+    "perceptron dev": {"learner": "perceptron", "select": "dev",
+                       **{**_perceptron_default(), "holdout": 0}},
     "boosting": {"learner": "boosting", "rounds": 1500, "min_count": 2, "eval_every": 50},
     "svm": {"learner": "svm", "C": 0.05, "min_count": 2},
     "dual poly": {"learner": "dual", "kernel": "poly", "degree": 2, "max_sentences": 2000},
@@ -298,15 +307,17 @@ def fit_learner(name: str, train, dev, quick: bool = False, **overrides):
         settings = {**settings, **({"epochs": 2} if "epochs" in settings else {}),
                     **({"rounds": 200} if "rounds" in settings else {})}
     learner = settings.pop("learner")
+    select = settings.pop("select", "dev")
     with C.Timer() as t:
-        model = make_reranker(learner, **settings).fit(train, dev)
+        model = make_reranker(learner, **settings).fit(train, dev if select == "dev" else None)
     return model, t.seconds
 
 
 def _model_info(name: str, model, dev) -> Dict[str, Any]:
     info: Dict[str, Any] = {"settings": LEARNER_SETTINGS[name],
                             "dev_loss": float(dev.loss[model.choose(dev)].sum())}
-    for attr in ("curve", "dev_curve", "chosen_rounds", "chosen_epoch", "dev_losses", "w0", "scale"):
+    for attr in ("curve", "dev_curve", "chosen_rounds", "chosen_epoch", "dev_losses", "w0", "scale",
+                 "base_norm", "chosen_base_weight", "selection"):
         if hasattr(model, attr):
             info[attr] = getattr(model, attr)
     if hasattr(model, "loss_curve"):
@@ -673,7 +684,7 @@ def main(argv=None) -> int:
     p.add_argument("--only", default="base,kbest,rerank")
     p.add_argument("--k", type=int, default=16, help="k-best lists cached (k <= this are prefixes)")
     p.add_argument("--width", type=int, default=16, help="beam width of the k-best decoding")
-    p.add_argument("--learners", default="perceptron,boosting,dual tree,dual poly,svm")
+    p.add_argument("--learners", default="perceptron,perceptron dev,boosting,dual tree,dual poly,svm")
     p.add_argument("--rerank-k", default="8", help="list sizes the learners are trained on")
     p.add_argument("--results", type=Path, default=C.RESULTS_DIR / "reranking.json")
     p.add_argument("--pipeline-learner", default="perceptron")
