@@ -328,6 +328,7 @@ def _model_info(name: str, model, dev) -> Dict[str, Any]:
 def rerank_stage(paths: Dict[str, str], work: Path, n_folds: int, k_max: int, width: int,
                  learners: List[str], ks: List[int], results: Path, quick: bool,
                  groups: Sequence[str]) -> None:
+    import numpy
     import spacy
 
     import spacy_structperc  # noqa: F401
@@ -355,7 +356,9 @@ def rerank_stage(paths: Dict[str, str], work: Path, n_folds: int, k_max: int, wi
         # After every system, so a long learner cannot cost the rows of the others.
         new_settings = {r["setting"] for r in rows}
         details["load_avg_now"] = C.load_average()
-        key = "ud_en_ewt" if learners else "ud_en_ewt base and oracle rows"
+        # One details entry per set of list sizes, so a run at other k keeps the k = 8 run's.
+        key = ("ud_en_ewt" if ks == [8] else f"ud_en_ewt k={','.join(map(str, ks))}") if learners \
+            else "ud_en_ewt base and oracle rows"
         C.save_results(results, "reranking", list(rows), details={key: dict(details)},
                        replace=lambda r: r["setting"] in new_settings and r["system"] == OURS,
                        errors={}, command=" ".join(["python"] + sys.argv), notes=NOTES)
@@ -369,7 +372,11 @@ def rerank_stage(paths: Dict[str, str], work: Path, n_folds: int, k_max: int, wi
     from spacy.training import Example
     sc = parser_score([Example(p, g) for p, g in zip(base_preds, gold["test"])])
     add(setting_base, {"dep_uas": sc["dep_uas"], "dep_las": sc["dep_las"], "predict_seconds": t.seconds})
-    add(f"1-best of the width-{width} beam", _score_choice(nlp, gold["test"], test_raw, test_all.first()))
+    first = _score_choice(nlp, gold["test"], test_raw, test_all.first())
+    # The dev figures of the list's first tree: what the rerankers' dev UAS compare with.
+    dev_first = _score_choice(nlp, gold["dev"], dev_raw, numpy.concatenate([[0], numpy.cumsum(dev_raw["sizes"])])[:-1])
+    first.update({"dev_uas": dev_first["dep_uas"], "dev_las": dev_first["dep_las"]})
+    add(f"1-best of the width-{width} beam", first)
     for k in sorted(set([4, 8, 16, 32] + ks)):
         if k > k_max:
             continue
@@ -377,7 +384,7 @@ def rerank_stage(paths: Dict[str, str], work: Path, n_folds: int, k_max: int, wi
         add(f"oracle k={k}", _score_choice(nlp, gold["test"], test_raw,
                                            _global_rows(test_raw, lists, lists.oracle())))
     save()
-    curves = {}
+    curves = _saved_boosting_curves(results)
     for k in ks:
         with C.Timer() as t_feats:
             train = lists_from_raw(train_raw, feats, trees, k)
@@ -654,6 +661,24 @@ def chunker_stage(data_dir: Path, work: Path, n_folds: int, k_max: int, width: i
             save()
 
 
+def _saved_boosting_curves(results: Path) -> Dict[int, Any]:
+    """Boosting's dev curves at every k already in the results file (so a run at other k
+    plots them all)."""
+    import json
+
+    out: Dict[int, Any] = {}
+    if not results.exists():
+        return out
+    details = json.loads(results.read_text()).get("details", {})
+    for key, entry in details.items():
+        if not key.startswith("ud_en_ewt") or not isinstance(entry, dict):
+            continue
+        for name, info in entry.items():
+            if name.startswith("rerank boosting k=") and isinstance(info, dict) and info.get("dev_curve"):
+                out[int(name.rsplit("=", 1)[1])] = info["dev_curve"]
+    return out
+
+
 def _plot_boosting(curves, path: Path) -> None:
     try:
         import matplotlib
@@ -663,7 +688,7 @@ def _plot_boosting(curves, path: Path) -> None:
         print("  (matplotlib missing: no plot)")
         return
     fig, ax = plt.subplots(figsize=(6, 4))
-    for k, curve in curves.items():
+    for k, curve in sorted(curves.items()):
         ax.plot([p["round"] for p in curve], [p["dev_loss"] for p in curve], label=f"k={k}")
     ax.set_xlabel("boosting round")
     ax.set_ylabel("dev loss of the chosen trees (wrong heads + wrong labelled arcs)")
