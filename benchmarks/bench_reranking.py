@@ -239,6 +239,9 @@ LEARNER_SETTINGS = {
     "perceptron": {"learner": "perceptron", "select": "holdout", **_perceptron_default()},
     "perceptron dev": {"learner": "perceptron", "select": "dev",
                        **{**_perceptron_default(), "holdout": 0}},
+    # The base score's weight learned with the features (no grid, 8 epochs, no selection).
+    "perceptron learned": {"learner": "perceptron", "select": "holdout",
+                           **{**_perceptron_default(), "base_weights": None, "holdout": 0}},
     "boosting": {"learner": "boosting", "rounds": 1500, "min_count": 2, "eval_every": 50},
     "svm": {"learner": "svm", "C": 0.05, "min_count": 2},
     "dual poly": {"learner": "dual", "kernel": "poly", "degree": 2, "max_sentences": 2000},
@@ -328,6 +331,8 @@ def _model_info(name: str, model, dev) -> Dict[str, Any]:
 def rerank_stage(paths: Dict[str, str], work: Path, n_folds: int, k_max: int, width: int,
                  learners: List[str], ks: List[int], results: Path, quick: bool,
                  groups: Sequence[str]) -> None:
+    import json
+
     import numpy
     import spacy
 
@@ -342,7 +347,15 @@ def rerank_stage(paths: Dict[str, str], work: Path, n_folds: int, k_max: int, wi
     dev_raw, test_raw = _raw(work, "dev", k_max, width), _raw(work, "test", k_max, width)
     with C.Timer() as t_feats:
         test_all = lists_from_raw(test_raw, feats)
-    rows, details = [], {"load_avg_before": C.load_average(), "width": width, "folds": n_folds,
+    # One details entry per set of list sizes, so a run at other k keeps the k = 8 run's; a run
+    # of some learners only keeps the other learners' details of an earlier run.
+    key = ("ud_en_ewt" if ks == [8] else f"ud_en_ewt k={','.join(map(str, ks))}") if learners \
+        else "ud_en_ewt base and oracle rows"
+    earlier = {}
+    if results.exists():
+        earlier = json.loads(results.read_text()).get("details", {}).get(key, {})
+    rows, details = [], {**{n: v for n, v in earlier.items() if n.startswith("rerank ")},
+                         "load_avg_before": C.load_average(), "width": width, "folds": n_folds,
                          "feature_groups": list(feats.groups),
                          "feature_seconds_test": t_feats.seconds}
     setting_base = "1-best (pipeline, beam 8)"
@@ -356,9 +369,6 @@ def rerank_stage(paths: Dict[str, str], work: Path, n_folds: int, k_max: int, wi
         # After every system, so a long learner cannot cost the rows of the others.
         new_settings = {r["setting"] for r in rows}
         details["load_avg_now"] = C.load_average()
-        # One details entry per set of list sizes, so a run at other k keeps the k = 8 run's.
-        key = ("ud_en_ewt" if ks == [8] else f"ud_en_ewt k={','.join(map(str, ks))}") if learners \
-            else "ud_en_ewt base and oracle rows"
         C.save_results(results, "reranking", list(rows), details={key: dict(details)},
                        replace=lambda r: r["setting"] in new_settings and r["system"] == OURS,
                        errors={}, command=" ".join(["python"] + sys.argv), notes=NOTES)
@@ -691,7 +701,7 @@ def _plot_boosting(curves, path: Path) -> None:
     for k, curve in sorted(curves.items()):
         ax.plot([p["round"] for p in curve], [p["dev_loss"] for p in curve], label=f"k={k}")
     ax.set_xlabel("boosting round")
-    ax.set_ylabel("dev loss of the chosen trees (wrong heads + wrong labelled arcs)")
+    ax.set_ylabel("dev loss (wrong heads + wrong labelled arcs)")
     ax.set_title("Ranking AdaBoost on UD EWT dev")
     ax.legend()
     fig.tight_layout()
