@@ -250,6 +250,11 @@ LEARNER_SETTINGS = {
 }
 
 
+def _lists_tag(width: int) -> str:
+    """The settings' mark of lists from a beam other than the default width 16 (--width)."""
+    return "" if width == 16 else f", width-{width} lists"
+
+
 def _load_raw(path: Path) -> Dict[str, Any]:
     import numpy
 
@@ -349,8 +354,8 @@ def rerank_stage(paths: Dict[str, str], work: Path, n_folds: int, k_max: int, wi
         test_all = lists_from_raw(test_raw, feats)
     # One details entry per set of list sizes, so a run at other k keeps the k = 8 run's; a run
     # of some learners only keeps the other learners' details of an earlier run.
-    key = ("ud_en_ewt" if ks == [8] else f"ud_en_ewt k={','.join(map(str, ks))}") if learners \
-        else "ud_en_ewt base and oracle rows"
+    key = ("ud_en_ewt" if ks == [8] else f"ud_en_ewt k={','.join(map(str, ks))}") + _lists_tag(width) \
+        if learners else "ud_en_ewt base and oracle rows" + _lists_tag(width)
     earlier = {}
     if results.exists():
         earlier = json.loads(results.read_text()).get("details", {}).get(key, {})
@@ -391,7 +396,7 @@ def rerank_stage(paths: Dict[str, str], work: Path, n_folds: int, k_max: int, wi
         if k > k_max:
             continue
         lists = test_all.head(k)
-        add(f"oracle k={k}", _score_choice(nlp, gold["test"], test_raw,
+        add(f"oracle k={k}{_lists_tag(width)}", _score_choice(nlp, gold["test"], test_raw,
                                            _global_rows(test_raw, lists, lists.oracle())))
     save()
     curves = _saved_boosting_curves(results)
@@ -415,8 +420,8 @@ def rerank_stage(paths: Dict[str, str], work: Path, n_folds: int, k_max: int, wi
             dev_metrics = _score_choice(nlp, gold["dev"], dev_raw, _global_rows(dev_raw, dev, model.choose(dev)))
             metrics.update({"train_seconds": train_seconds, "rerank_seconds": tp.seconds,
                             "dev_uas": dev_metrics["dep_uas"], "dev_las": dev_metrics["dep_las"]})
-            add(f"rerank {name} k={k}", metrics)
-            details[f"rerank {name} k={k}"] = _model_info(name, model, dev)
+            add(f"rerank {name} k={k}{_lists_tag(width)}", metrics)
+            details[f"rerank {name} k={k}{_lists_tag(width)}"] = _model_info(name, model, dev)
             if name == "boosting":
                 curves[k] = model.dev_curve
                 _plot_boosting(curves, results.with_name("reranking_boosting.png"))
@@ -469,7 +474,7 @@ def pipeline_stage(paths: Dict[str, str], work: Path, n_folds: int, k_max: int, 
         timings.append((base_s, rr_s))
     base_s = min(b for b, _ in timings)
     rr_s = min(r for _, r in timings)
-    setting = f"rerank {learner} k={k}, in the pipeline (beam {parser.cfg['beam_width']} widened to {max(k, parser.cfg['beam_width'])})"
+    setting = f"rerank {learner} k={k}{_lists_tag(width)}, in the pipeline (beam {parser.cfg['beam_width']} widened to {max(k, parser.cfg['beam_width'])})"
     rows = [C.make_row(OURS, setting, m, float(v), dataset=DATASET, split="test") for m, v in
             (("dep_uas", rr_sc["dep_uas"]), ("dep_las", rr_sc["dep_las"]), ("predict_seconds", rr_s),
              ("base_predict_seconds", base_s), ("time_ratio", rr_s / base_s),
@@ -477,7 +482,7 @@ def pipeline_stage(paths: Dict[str, str], work: Path, n_folds: int, k_max: int, 
     print(f"  {setting}: UAS {rr_sc['dep_uas']:.4f} LAS {rr_sc['dep_las']:.4f} {rr_s:.1f}s vs base "
           f"{base_s:.1f}s (UAS {base_sc['dep_uas']:.4f}): x{rr_s / base_s:.2f}", flush=True)
     C.save_results(results, "reranking", rows,
-                   details={f"ud_en_ewt pipeline {learner}": {
+                   details={f"ud_en_ewt pipeline {learner}{_lists_tag(width)}": {
                        "settings": settings, "feature_groups": list(feats.groups),
                        "load_avg_before": load_before, "load_avg_after": C.load_average(),
                        "timings_base_rerank": timings,
