@@ -224,18 +224,35 @@ def kbest_stage(paths: Dict[str, str], work: Path, n_folds: int, k: int, width: 
         print(f"  kbest {name}: {len(gold)} sentences, {res['kbest_seconds']:.0f}s", flush=True)
 
 
+def _perceptron_default():
+    from spacy_structperc.reranking.pipes import LEARNER_DEFAULTS
+
+    return dict(LEARNER_DEFAULTS["perceptron"])
+
+
 LEARNER_SETTINGS = {
-    # The base score's weight is chosen on dev (the full model's lists): the fold models' lists
-    # the perceptron learns from come from weaker parsers than the test lists, so the weight it
-    # learns (None) trusts the base score too little there.
-    "perceptron": {"learner": "perceptron", "epochs": 8, "min_count": 2,
-                   "base_weights": [None, 32.0, 64.0, 128.0, 256.0, 512.0]},
+    # "perceptron" is what a parser's reranker block trains inside `spacy train`
+    # (reranking/pipes.py LEARNER_DEFAULTS): the base score's weight and the epochs chosen on
+    # every 4th jackknifed training list ("select": "holdout", no dev lists), each list's base
+    # scores divided by its own spread. "perceptron dev" chooses them on the full model's dev
+    # lists instead (the same grid), which the pipeline cannot do.
+    "perceptron": {"learner": "perceptron", "select": "holdout", **_perceptron_default()},
+    "perceptron dev": {"learner": "perceptron", "select": "dev",
+                       **{**_perceptron_default(), "holdout": 0}},
+    # The base score's weight learned with the features (no grid, 8 epochs, no selection).
+    "perceptron learned": {"learner": "perceptron", "select": "holdout",
+                           **{**_perceptron_default(), "base_weights": None, "holdout": 0}},
     "boosting": {"learner": "boosting", "rounds": 1500, "min_count": 2, "eval_every": 50},
     "svm": {"learner": "svm", "C": 0.05, "min_count": 2},
     "dual poly": {"learner": "dual", "kernel": "poly", "degree": 2, "max_sentences": 2000},
     "dual tree": {"learner": "dual", "kernel": "tree", "lambda_": 0.5, "base_weight": 1.0,
                   "max_sentences": 1000},
 }
+
+
+def _lists_tag(width: int) -> str:
+    """The settings' mark of lists from a beam other than the default width 16 (--width)."""
+    return "" if width == 16 else f", width-{width} lists"
 
 
 def _load_raw(path: Path) -> Dict[str, Any]:
@@ -298,15 +315,17 @@ def fit_learner(name: str, train, dev, quick: bool = False, **overrides):
         settings = {**settings, **({"epochs": 2} if "epochs" in settings else {}),
                     **({"rounds": 200} if "rounds" in settings else {})}
     learner = settings.pop("learner")
+    select = settings.pop("select", "dev")
     with C.Timer() as t:
-        model = make_reranker(learner, **settings).fit(train, dev)
+        model = make_reranker(learner, **settings).fit(train, dev if select == "dev" else None)
     return model, t.seconds
 
 
 def _model_info(name: str, model, dev) -> Dict[str, Any]:
     info: Dict[str, Any] = {"settings": LEARNER_SETTINGS[name],
                             "dev_loss": float(dev.loss[model.choose(dev)].sum())}
-    for attr in ("curve", "dev_curve", "chosen_rounds", "chosen_epoch", "dev_losses", "w0", "scale"):
+    for attr in ("curve", "dev_curve", "chosen_rounds", "chosen_epoch", "dev_losses", "w0", "scale",
+                 "base_norm", "chosen_base_weight", "selection"):
         if hasattr(model, attr):
             info[attr] = getattr(model, attr)
     if hasattr(model, "loss_curve"):
@@ -317,6 +336,9 @@ def _model_info(name: str, model, dev) -> Dict[str, Any]:
 def rerank_stage(paths: Dict[str, str], work: Path, n_folds: int, k_max: int, width: int,
                  learners: List[str], ks: List[int], results: Path, quick: bool,
                  groups: Sequence[str]) -> None:
+    import json
+
+    import numpy
     import spacy
 
     import spacy_structperc  # noqa: F401
@@ -330,7 +352,15 @@ def rerank_stage(paths: Dict[str, str], work: Path, n_folds: int, k_max: int, wi
     dev_raw, test_raw = _raw(work, "dev", k_max, width), _raw(work, "test", k_max, width)
     with C.Timer() as t_feats:
         test_all = lists_from_raw(test_raw, feats)
-    rows, details = [], {"load_avg_before": C.load_average(), "width": width, "folds": n_folds,
+    # One details entry per set of list sizes, so a run at other k keeps the k = 8 run's; a run
+    # of some learners only keeps the other learners' details of an earlier run.
+    key = ("ud_en_ewt" if ks == [8] else f"ud_en_ewt k={','.join(map(str, ks))}") + _lists_tag(width) \
+        if learners else "ud_en_ewt base and oracle rows" + _lists_tag(width)
+    earlier = {}
+    if results.exists():
+        earlier = json.loads(results.read_text()).get("details", {}).get(key, {})
+    rows, details = [], {**{n: v for n, v in earlier.items() if n.startswith("rerank ")},
+                         "load_avg_before": C.load_average(), "width": width, "folds": n_folds,
                          "feature_groups": list(feats.groups),
                          "feature_seconds_test": t_feats.seconds}
     setting_base = "1-best (pipeline, beam 8)"
@@ -344,7 +374,6 @@ def rerank_stage(paths: Dict[str, str], work: Path, n_folds: int, k_max: int, wi
         # After every system, so a long learner cannot cost the rows of the others.
         new_settings = {r["setting"] for r in rows}
         details["load_avg_now"] = C.load_average()
-        key = "ud_en_ewt" if learners else "ud_en_ewt base and oracle rows"
         C.save_results(results, "reranking", list(rows), details={key: dict(details)},
                        replace=lambda r: r["setting"] in new_settings and r["system"] == OURS,
                        errors={}, command=" ".join(["python"] + sys.argv), notes=NOTES)
@@ -358,15 +387,19 @@ def rerank_stage(paths: Dict[str, str], work: Path, n_folds: int, k_max: int, wi
     from spacy.training import Example
     sc = parser_score([Example(p, g) for p, g in zip(base_preds, gold["test"])])
     add(setting_base, {"dep_uas": sc["dep_uas"], "dep_las": sc["dep_las"], "predict_seconds": t.seconds})
-    add(f"1-best of the width-{width} beam", _score_choice(nlp, gold["test"], test_raw, test_all.first()))
+    first = _score_choice(nlp, gold["test"], test_raw, test_all.first())
+    # The dev figures of the list's first tree: what the rerankers' dev UAS compare with.
+    dev_first = _score_choice(nlp, gold["dev"], dev_raw, numpy.concatenate([[0], numpy.cumsum(dev_raw["sizes"])])[:-1])
+    first.update({"dev_uas": dev_first["dep_uas"], "dev_las": dev_first["dep_las"]})
+    add(f"1-best of the width-{width} beam", first)
     for k in sorted(set([4, 8, 16, 32] + ks)):
         if k > k_max:
             continue
         lists = test_all.head(k)
-        add(f"oracle k={k}", _score_choice(nlp, gold["test"], test_raw,
+        add(f"oracle k={k}{_lists_tag(width)}", _score_choice(nlp, gold["test"], test_raw,
                                            _global_rows(test_raw, lists, lists.oracle())))
     save()
-    curves = {}
+    curves = _saved_boosting_curves(results)
     for k in ks:
         with C.Timer() as t_feats:
             train = lists_from_raw(train_raw, feats, trees, k)
@@ -387,8 +420,8 @@ def rerank_stage(paths: Dict[str, str], work: Path, n_folds: int, k_max: int, wi
             dev_metrics = _score_choice(nlp, gold["dev"], dev_raw, _global_rows(dev_raw, dev, model.choose(dev)))
             metrics.update({"train_seconds": train_seconds, "rerank_seconds": tp.seconds,
                             "dev_uas": dev_metrics["dep_uas"], "dev_las": dev_metrics["dep_las"]})
-            add(f"rerank {name} k={k}", metrics)
-            details[f"rerank {name} k={k}"] = _model_info(name, model, dev)
+            add(f"rerank {name} k={k}{_lists_tag(width)}", metrics)
+            details[f"rerank {name} k={k}{_lists_tag(width)}"] = _model_info(name, model, dev)
             if name == "boosting":
                 curves[k] = model.dev_curve
                 _plot_boosting(curves, results.with_name("reranking_boosting.png"))
@@ -441,7 +474,7 @@ def pipeline_stage(paths: Dict[str, str], work: Path, n_folds: int, k_max: int, 
         timings.append((base_s, rr_s))
     base_s = min(b for b, _ in timings)
     rr_s = min(r for _, r in timings)
-    setting = f"rerank {learner} k={k}, in the pipeline (beam {parser.cfg['beam_width']} widened to {max(k, parser.cfg['beam_width'])})"
+    setting = f"rerank {learner} k={k}{_lists_tag(width)}, in the pipeline (beam {parser.cfg['beam_width']} widened to {max(k, parser.cfg['beam_width'])})"
     rows = [C.make_row(OURS, setting, m, float(v), dataset=DATASET, split="test") for m, v in
             (("dep_uas", rr_sc["dep_uas"]), ("dep_las", rr_sc["dep_las"]), ("predict_seconds", rr_s),
              ("base_predict_seconds", base_s), ("time_ratio", rr_s / base_s),
@@ -449,7 +482,7 @@ def pipeline_stage(paths: Dict[str, str], work: Path, n_folds: int, k_max: int, 
     print(f"  {setting}: UAS {rr_sc['dep_uas']:.4f} LAS {rr_sc['dep_las']:.4f} {rr_s:.1f}s vs base "
           f"{base_s:.1f}s (UAS {base_sc['dep_uas']:.4f}): x{rr_s / base_s:.2f}", flush=True)
     C.save_results(results, "reranking", rows,
-                   details={f"ud_en_ewt pipeline {learner}": {
+                   details={f"ud_en_ewt pipeline {learner}{_lists_tag(width)}": {
                        "settings": settings, "feature_groups": list(feats.groups),
                        "load_avg_before": load_before, "load_avg_after": C.load_average(),
                        "timings_base_rerank": timings,
@@ -643,6 +676,24 @@ def chunker_stage(data_dir: Path, work: Path, n_folds: int, k_max: int, width: i
             save()
 
 
+def _saved_boosting_curves(results: Path) -> Dict[int, Any]:
+    """Boosting's dev curves at every k already in the results file (so a run at other k
+    plots them all)."""
+    import json
+
+    out: Dict[int, Any] = {}
+    if not results.exists():
+        return out
+    details = json.loads(results.read_text()).get("details", {})
+    for key, entry in details.items():
+        if not key.startswith("ud_en_ewt") or not isinstance(entry, dict):
+            continue
+        for name, info in entry.items():
+            if name.startswith("rerank boosting k=") and isinstance(info, dict) and info.get("dev_curve"):
+                out[int(name.rsplit("=", 1)[1])] = info["dev_curve"]
+    return out
+
+
 def _plot_boosting(curves, path: Path) -> None:
     try:
         import matplotlib
@@ -652,10 +703,10 @@ def _plot_boosting(curves, path: Path) -> None:
         print("  (matplotlib missing: no plot)")
         return
     fig, ax = plt.subplots(figsize=(6, 4))
-    for k, curve in curves.items():
+    for k, curve in sorted(curves.items()):
         ax.plot([p["round"] for p in curve], [p["dev_loss"] for p in curve], label=f"k={k}")
     ax.set_xlabel("boosting round")
-    ax.set_ylabel("dev loss of the chosen trees (wrong heads + wrong labelled arcs)")
+    ax.set_ylabel("dev loss (wrong heads + wrong labelled arcs)")
     ax.set_title("Ranking AdaBoost on UD EWT dev")
     ax.legend()
     fig.tight_layout()
@@ -673,7 +724,7 @@ def main(argv=None) -> int:
     p.add_argument("--only", default="base,kbest,rerank")
     p.add_argument("--k", type=int, default=16, help="k-best lists cached (k <= this are prefixes)")
     p.add_argument("--width", type=int, default=16, help="beam width of the k-best decoding")
-    p.add_argument("--learners", default="perceptron,boosting,dual tree,dual poly,svm")
+    p.add_argument("--learners", default="perceptron,perceptron dev,boosting,dual tree,dual poly,svm")
     p.add_argument("--rerank-k", default="8", help="list sizes the learners are trained on")
     p.add_argument("--results", type=Path, default=C.RESULTS_DIR / "reranking.json")
     p.add_argument("--pipeline-learner", default="perceptron")

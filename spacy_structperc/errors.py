@@ -136,6 +136,8 @@ class Errors(metaclass=ErrorsWithCodes):
             "{found}, and this spacy-structperc extracts version {expected}, whose keys mean other "
             "features. Retrain the reranker (spacy train with the reranker block), or load the "
             "pipeline with exclude=[\"{name}\"] and add a parser without one.")
+    S247 = ("Unknown normalization '{norm}' of the base score in a reranker. Set the reranker "
+            "block's settings.base_norm to one of {options}.")
 
     # S280-S299: the dual-form kernel perceptron (_core/kernel).
     S280 = ("Could not load the kernel perceptron: {reason}. The bytes are damaged or were not "

@@ -130,3 +130,91 @@ def test_key_table_scores_equal_the_column_sums(distinct):
         ptr, cols = _column_matrix(model.index, test)
     expected = _linear_scores(model.w, ptr, cols)
     assert numpy.allclose(model._key_scores(test, distinct), expected)
+
+
+def _shifted_and_scaled(lists, seed):
+    """The same lists with every list's base scores moved by its own constant and multiplied by
+    its own positive factor (what another base model's score scale does to a list)."""
+    rng = numpy.random.default_rng(seed)
+    base = lists.base.copy()
+    for i in range(lists.n_sentences):
+        a, b = lists.offsets[i], lists.offsets[i + 1]
+        base[a:b] = base[a:b] * rng.uniform(0.2, 20.0) + rng.normal(scale=100.0)
+    return CandidateLists(lists.offsets, base, lists.loss, lists.key_ptr, lists.keys)
+
+
+def test_list_normalized_base_ignores_each_lists_offset_and_scale():
+    lists = synthetic_lists(10, noise=0.5)
+    moved = _shifted_and_scaled(lists, 1)
+    norm = lists.list_relative_base()
+    assert numpy.allclose(norm, moved.list_relative_base())
+    # ...which the global normalization does not: it is the point of the list one.
+    assert not numpy.allclose(lists.relative_base(), moved.relative_base())
+    # Per list: the best candidate is 0, the others are negative with mean -1.
+    for i in range(lists.n_sentences):
+        a, b = lists.offsets[i], lists.offsets[i + 1]
+        x = norm[a:b]
+        assert x.max() == 0.0
+        if (x < 0).any():
+            assert x[x < 0].mean() == pytest.approx(-1.0)
+    # A list whose candidates all score alike gives 0 (no division by zero).
+    flat = CandidateLists.build([[{"keys": [1], "base": 2.0, "loss": 0.0},
+                                  {"keys": [2], "base": 2.0, "loss": 1.0}]])
+    assert numpy.array_equal(flat.list_relative_base(), [0.0, 0.0])
+
+
+@pytest.mark.parametrize("learner,settings", [
+    ("perceptron", {"epochs": 3, "base_weights": [4.0]}), ("boosting", {"rounds": 20, "min_count": 1}),
+    ("dual", {"kernel": "poly"})])
+def test_list_normalized_rerankers_choose_alike_whatever_each_lists_base_scale(learner, settings):
+    train, test = synthetic_lists(11, noise=0.5), synthetic_lists(12, noise=0.5)
+    model = make_reranker(learner, base_norm="list", **settings).fit(train)
+    again = make_reranker(learner, base_norm="list", **settings).fit(_shifted_and_scaled(train, 2))
+    moved = _shifted_and_scaled(test, 3)
+    assert numpy.array_equal(model.choose(test), model.choose(moved))
+    assert numpy.array_equal(model.choose(test), again.choose(moved))
+    data = srsly.msgpack_loads(srsly.msgpack_dumps(model.to_dict()))
+    assert numpy.array_equal(model.scores(test), reranker_from_dict(data).scores(test))
+
+
+def test_unknown_base_norm_is_a_coded_error():
+    with pytest.raises(ValueError, match="S247"):
+        make_reranker("perceptron", base_norm="zscore")
+    with pytest.raises(ValueError, match="S247"):
+        make_reranker("dual", kernel="poly", base_norm="")
+
+
+def test_holdout_picks_the_base_weight_and_epoch_best_on_the_held_out_lists():
+    """Without dev lists, every 4th list is held out: the chosen (weight, epochs) is the best of
+    the grid on those lists, found again here by fitting each pair separately, and the final model
+    is the perceptron trained on all lists with that pair."""
+    lists = synthetic_lists(13, m=120, noise=2.0)
+    grid, epochs = [None, 0.25, 1.0, 4.0, 16.0], 4
+    model = PerceptronReranker(epochs=epochs, min_count=1, base_weights=grid, holdout=4).fit(lists)
+    held = lists.subset([i for i in range(lists.n_sentences) if i % 4 == 3])
+    rest = lists.subset([i for i in range(lists.n_sentences) if i % 4 != 3])
+    losses = {}
+    for w in grid:
+        for e in range(1, epochs + 1):
+            m = PerceptronReranker(epochs=e, min_count=1, base_weights=[w]).fit(rest)
+            losses[(w, e)] = float(held.loss[m.choose(held)].sum())
+    assert len(set(losses.values())) > 1      # the grid matters on this problem
+    for w in grid:
+        assert model.selection["losses"][str(w)] == min(losses[(w, e)] for e in range(1, epochs + 1))
+    best = min(losses.values())
+    chosen = (model.chosen_base_weight, model.chosen_epoch)
+    assert losses[chosen] == best
+    assert model.selection["base_weight"] == chosen[0]
+    final = PerceptronReranker(epochs=chosen[1], min_count=1, base_weights=[chosen[0]]).fit(lists)
+    assert numpy.array_equal(model.scores(lists), final.scores(lists))
+    if chosen[0] is not None:
+        assert model.w0 == chosen[0]
+
+
+def test_holdout_is_skipped_with_dev_lists_or_one_weight():
+    lists, dev = synthetic_lists(14, m=80, noise=1.0), synthetic_lists(15, m=40, noise=1.0)
+    with_dev = PerceptronReranker(epochs=2, min_count=1, base_weights=[1.0, 8.0], holdout=4).fit(lists, dev)
+    assert with_dev.selection == {"on": "dev"}
+    assert set(with_dev.dev_losses) == {"1.0", "8.0"}
+    one = PerceptronReranker(epochs=2, min_count=1, base_weights=[8.0], holdout=4).fit(lists)
+    assert one.selection == {} and one.w0 == 8.0

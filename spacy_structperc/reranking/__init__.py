@@ -6,11 +6,11 @@ candidates, and the reranker a component holds.
   (``_core/rerank_features.pyx``).
 """
 from .features import (FEATURES_VERSION, GROUPS, ChunkFeatures, TreeFeatures, node_labels)
-from .learners import (BASE_KEY, KERNELS, LEARNERS, BoostingReranker, CandidateLists,
+from .learners import (BASE_KEY, BASE_NORMS, KERNELS, LEARNERS, BoostingReranker, CandidateLists,
                        DualReranker, FeatureIndex, PerceptronReranker, Reranker, SVMReranker,
                        choose, make_reranker, reranker_from_dict)
 
 __all__ = ["FEATURES_VERSION", "GROUPS", "ChunkFeatures", "TreeFeatures", "node_labels",
-           "BASE_KEY", "KERNELS", "LEARNERS", "BoostingReranker", "CandidateLists", "DualReranker",
+           "BASE_KEY", "BASE_NORMS", "KERNELS", "LEARNERS", "BoostingReranker", "CandidateLists", "DualReranker",
            "FeatureIndex", "PerceptronReranker", "Reranker", "SVMReranker", "choose",
            "make_reranker", "reranker_from_dict"]

@@ -31,6 +31,9 @@ from ..errors import Errors
 
 LEARNERS = ("perceptron", "boosting", "svm", "dual")
 KERNELS = ("linear", "poly", "tree")
+# How a learner puts the base score on the scale of its indicator features (see Reranker):
+# "global" divides by one spread fitted on the training lists, "list" by each list's own spread.
+BASE_NORMS = ("global", "list")
 BASE_KEY = 0x5BA5E5C0DE5C0DE1   # the key of the base score when a learner sees it as a feature
 
 
@@ -100,6 +103,26 @@ class CandidateLists:
             a, b = self.offsets[i], self.offsets[i + 1]
             if b > a:
                 out[a:b] = self.base[a:b] - self.base[a:b].max()
+        return out
+
+    def list_relative_base(self) -> numpy.ndarray:
+        """relative_base() divided, list by list, by the mean gap between the list's best base
+        score and its other candidates' (0 for a list whose candidates all score alike). Adding
+        a constant to a list's base scores, or multiplying them by a positive number, leaves
+        this unchanged, so lists from base models whose scores have another scale (jackknife
+        fold models against the full model) read alike."""
+        rel = self.relative_base()
+        out = numpy.zeros_like(rel)
+        sizes = numpy.diff(self.offsets)
+        if not len(rel):
+            return out
+        sent = numpy.repeat(numpy.arange(self.n_sentences), sizes)
+        below = rel < 0
+        gap_sum = numpy.bincount(sent[below], weights=-rel[below], minlength=self.n_sentences)
+        gap_n = numpy.bincount(sent[below], minlength=self.n_sentences)
+        spread = numpy.where(gap_n > 0, gap_sum / numpy.maximum(gap_n, 1), 0.0)
+        ok = spread[sent] > 0
+        out[ok] = rel[ok] / spread[sent][ok]
         return out
 
     def oracle(self) -> numpy.ndarray:
@@ -250,9 +273,32 @@ def _unarr(d: Dict[str, Any]) -> numpy.ndarray:
 
 
 class Reranker:
-    """Base class: a scoring function over candidate lists, trained on jackknifed lists."""
+    """Base class: a scoring function over candidate lists, trained on jackknifed lists.
+
+    Every learner sees the base score as one real-valued feature, relative to the list's best
+    (so it is <= 0) and normalized by `base_norm` (BASE_NORMS): "global" multiplies it by
+    `scale`, one over the mean spread of the training lists (fitted once); "list" divides each
+    list by its own mean spread (CandidateLists.list_relative_base).
+    """
 
     name = "reranker"
+    base_norm = "global"
+    scale = 1.0
+
+    def _set_base_norm(self, base_norm: str) -> None:
+        if base_norm not in BASE_NORMS:
+            raise ValueError(Errors.S247.format(norm=base_norm, options=list(BASE_NORMS)))
+        self.base_norm = base_norm
+
+    def _fit_base(self, train: CandidateLists) -> None:
+        """Fit the base score's normalization on the training lists."""
+        self.scale = _base_scale(train) if self.base_norm == "global" else 1.0
+
+    def _base(self, lists: CandidateLists) -> numpy.ndarray:
+        """The normalized base score of every candidate (the feature the weight w0 multiplies)."""
+        if self.base_norm == "list":
+            return lists.list_relative_base()
+        return lists.relative_base() * self.scale
 
     def fit(self, train: CandidateLists, dev: Optional[CandidateLists] = None) -> "Reranker":
         raise NotImplementedError
@@ -300,16 +346,30 @@ class PerceptronReranker(Reranker):
     boosting) and, given dev lists, keeps the value whose model makes the fewest dev errors (a
     null in the list stands for the learned weight). Given dev lists, the epoch is chosen on dev
     too (`chosen_epoch`). The epochs run in C (_core/ranking.pyx).
+
+    holdout: without dev lists (as inside `spacy train`) and with more than one base weight to
+    choose from, every `holdout`-th training list is held out, the weight and the epoch are
+    chosen on those lists as they would be on dev, and the perceptron is then trained on all
+    lists with that weight for that many epochs (`selection` records the search). This is the
+    line search on held-out data that collins2001 uses for its other free settings (C of the
+    SVM, §5.2; the rounds of boosting, §5.3), applied to the base score's weight; the paper
+    itself leaves that weight to Collins 2000, which fixes it before the features (as
+    BoostingReranker does). The held-out lists are jackknifed like all training lists, so the
+    reranker has not seen them; they come from fold models, not from the full base model.
+    0 or 1: no holdout (the learned weight, or the first of base_weights).
     """
 
     name = "perceptron"
 
     def __init__(self, epochs: int = 10, min_count: int = 1, seed: int = 0,
-                 base_weights: Optional[Sequence[float]] = None):
+                 base_weights: Optional[Sequence[float]] = None, base_norm: str = "global",
+                 holdout: int = 0):
         self.epochs = epochs
         self.min_count = min_count
         self.seed = seed
         self.base_weights = None if base_weights is None else [None if x is None else float(x) for x in base_weights]
+        self._set_base_norm(base_norm)
+        self.holdout = int(holdout)
         self.index = FeatureIndex()
         self.w = numpy.zeros((0,))
         self.w0 = 0.0
@@ -317,30 +377,48 @@ class PerceptronReranker(Reranker):
         self.curve: List[Dict[str, float]] = []
         self.dev_losses: Dict[str, float] = {}
         self.chosen_epoch = 0
+        self.chosen_base_weight: Optional[float] = None
+        self.selection: Dict[str, Any] = {}
 
     def fit(self, train, dev=None):
+        options = [None] if self.base_weights is None else self.base_weights
+        if dev is None and self.holdout > 1 and len(options) > 1 and \
+                train.n_sentences >= 2 * self.holdout:
+            h = self.holdout
+            held = [i for i in range(train.n_sentences) if i % h == h - 1]
+            rest = [i for i in range(train.n_sentences) if i % h != h - 1]
+            probe = PerceptronReranker(self.epochs, self.min_count, self.seed, options,
+                                       self.base_norm, holdout=0)
+            probe.fit(train.subset(rest), train.subset(held))
+            self._fit(train, None, [probe.chosen_base_weight], probe.chosen_epoch)
+            self.selection = {"on": f"every {h}th training list", "losses": probe.dev_losses,
+                              "base_weight": probe.chosen_base_weight, "epochs": probe.chosen_epoch}
+            self.dev_losses = dict(probe.dev_losses)
+            self.chosen_epoch = probe.chosen_epoch
+            return self
+        self.selection = {"on": "dev"} if dev is not None and len(options) > 1 else {}
+        return self._fit(train, dev, options if dev is not None else options[:1], self.epochs)
+
+    def _fit(self, train, dev, options, epochs):
         self.index = FeatureIndex.fit(train, self.min_count)
-        self.scale = _base_scale(train)
+        self._fit_base(train)
         ptr, cols = _column_matrix(self.index, train)
-        base = train.relative_base() * self.scale
+        base = self._base(train)
         oracle = train.oracle()
         useful = _useful(train, oracle)
-        options = [None] if self.base_weights is None else self.base_weights
-        if dev is None:
-            options = options[:1]
         best = None
         self.dev_losses = {}
         for fixed in options:
-            w, w0, curve = self._train(train, ptr, cols, base, oracle, useful, fixed, dev)
+            w, w0, curve = self._train(train, ptr, cols, base, oracle, useful, fixed, dev, epochs)
             self.w, self.w0 = w, w0
             dev_loss = float(dev.loss[self.choose(dev)].sum()) if dev is not None else 0.0
             self.dev_losses[str(fixed)] = dev_loss
             if best is None or dev_loss < best[0]:
-                best = (dev_loss, w, w0, curve, self.chosen_epoch)
-        _, self.w, self.w0, self.curve, self.chosen_epoch = best
+                best = (dev_loss, w, w0, curve, self.chosen_epoch, fixed)
+        _, self.w, self.w0, self.curve, self.chosen_epoch, self.chosen_base_weight = best
         return self
 
-    def _train(self, train, ptr, cols, base, oracle, useful, fixed, dev):
+    def _train(self, train, ptr, cols, base, oracle, useful, fixed, dev, epochs):
         """The epochs (in C, _core/ranking.pyx); with dev lists, the averaged weights of the
         epoch with the fewest dev errors are kept (`chosen_epoch`), else the last epoch's."""
         from .._core.ranking import perceptron_epoch
@@ -359,7 +437,7 @@ class PerceptronReranker(Reranker):
                 numpy.ascontiguousarray(oracle, dtype=numpy.int64))
         average = lambda: (w - u / c, (w0u0[0] - w0u0[1] / c) if fixed is None else float(fixed))
         best = None
-        for epoch in range(self.epochs):
+        for epoch in range(epochs):
             order = numpy.ascontiguousarray(rng.permutation(useful), dtype=numpy.int64)
             mistakes, c = perceptron_epoch(order, *args, w, u, w0u0, c, fixed is not None)
             point = {"epoch": epoch + 1, "mistakes": int(mistakes)}
@@ -372,20 +450,23 @@ class PerceptronReranker(Reranker):
         if best is not None:
             self.chosen_epoch = best[3]
             return best[1], best[2], curve
-        self.chosen_epoch = self.epochs
+        self.chosen_epoch = epochs
         return (*average(), curve)
 
     def scores(self, lists):
-        return self._key_scores(lists, False) + self.w0 * self.scale * lists.relative_base()
+        return self._key_scores(lists, False) + self.w0 * self._base(lists)
 
     def to_dict(self):
         return {"learner": self.name, "epochs": self.epochs, "min_count": self.min_count,
                 "seed": self.seed, "base_weights": self.base_weights, "keys": _arr(self.index.keys),
-                "w": _arr(self.w), "w0": self.w0, "scale": self.scale}
+                "w": _arr(self.w), "w0": self.w0, "scale": self.scale, "base_norm": self.base_norm,
+                "holdout": self.holdout}
 
     def from_dict(self, data):
         self.epochs, self.min_count, self.seed = data["epochs"], data["min_count"], data["seed"]
         self.base_weights = data.get("base_weights")
+        self._set_base_norm(data.get("base_norm", "global"))
+        self.holdout = data.get("holdout", 0)
         self.index = FeatureIndex(_unarr(data["keys"]))
         self.w, self.w0, self.scale = _unarr(data["w"]), data["w0"], data["scale"]
         return self
@@ -404,7 +485,9 @@ class BoostingReranker(Reranker):
 
     name = "boosting"
 
-    def __init__(self, rounds: int = 2000, min_count: int = 2, eval_every: int = 50, smooth: float = 1e-4):
+    def __init__(self, rounds: int = 2000, min_count: int = 2, eval_every: int = 50, smooth: float = 1e-4,
+                 base_norm: str = "global"):
+        self._set_base_norm(base_norm)
         self.rounds = rounds
         self.min_count = min_count
         self.eval_every = eval_every
@@ -419,9 +502,9 @@ class BoostingReranker(Reranker):
 
     def fit(self, train, dev=None):
         self.index = FeatureIndex.fit(train, self.min_count)
-        self.scale = _base_scale(train)
+        self._fit_base(train)
         ptr, cols, rows = _indicators(self.index, train)
-        base = train.relative_base() * self.scale
+        base = self._base(train)
         oracle = train.oracle()
         good, bad, share = [], [], []
         for i in range(train.n_sentences):
@@ -470,7 +553,7 @@ class BoostingReranker(Reranker):
         dev_base = dev_ptr = dev_cols = None
         if dev is not None:
             dev_ptr, dev_cols, _ = _indicators(self.index, dev)
-            dev_base = dev.relative_base() * self.scale
+            dev_base = self._base(dev)
         best = (math.inf, 0)
         for t in range(1, self.rounds + 1):
             if not Z > 1e-300:
@@ -521,16 +604,18 @@ class BoostingReranker(Reranker):
         return self
 
     def scores(self, lists):
-        return self._key_scores(lists, True) + self.w0 * self.scale * lists.relative_base()
+        return self._key_scores(lists, True) + self.w0 * self._base(lists)
 
     def to_dict(self):
         return {"learner": self.name, "rounds": self.rounds, "min_count": self.min_count,
                 "eval_every": self.eval_every, "smooth": self.smooth, "keys": _arr(self.index.keys),
-                "w": _arr(self.w), "w0": self.w0, "scale": self.scale, "chosen_rounds": self.chosen_rounds}
+                "w": _arr(self.w), "w0": self.w0, "scale": self.scale, "chosen_rounds": self.chosen_rounds,
+                "base_norm": self.base_norm}
 
     def from_dict(self, data):
         for k in ("rounds", "min_count", "eval_every", "smooth", "w0", "scale", "chosen_rounds"):
             setattr(self, k, data[k])
+        self._set_base_norm(data.get("base_norm", "global"))
         self.index = FeatureIndex(_unarr(data["keys"]))
         self.w = _unarr(data["w"])
         return self
@@ -578,7 +663,8 @@ class SVMReranker(Reranker):
 
     name = "svm"
 
-    def __init__(self, C: float = 0.1, min_count: int = 2, max_pairs: int = 0):
+    def __init__(self, C: float = 0.1, min_count: int = 2, max_pairs: int = 0, base_norm: str = "global"):
+        self._set_base_norm(base_norm)
         self.C = C
         self.min_count = min_count
         self.max_pairs = max_pairs
@@ -594,12 +680,12 @@ class SVMReranker(Reranker):
         except ImportError:
             raise ImportError(Errors.S241.format(learner=self.name)) from None
         self.index = FeatureIndex.fit(train, self.min_count)
-        self.scale = _base_scale(train)
+        self._fit_base(train)
         ptr, cols = _column_matrix(self.index, train)
         V = len(self.index)
         rows = numpy.repeat(numpy.arange(len(train)), numpy.diff(ptr))
         X = sparse.csr_matrix((numpy.ones(len(cols)), (rows, cols)), shape=(len(train), V))
-        base = train.relative_base() * self.scale
+        base = self._base(train)
         X = sparse.hstack([X, sparse.csr_matrix(base[:, None])]).tocsr()
         oracle = train.oracle()
         good, bad = [], []
@@ -623,15 +709,16 @@ class SVMReranker(Reranker):
         return self
 
     def scores(self, lists):
-        return self._key_scores(lists, True) + self.w0 * self.scale * lists.relative_base()
+        return self._key_scores(lists, True) + self.w0 * self._base(lists)
 
     def to_dict(self):
         return {"learner": self.name, "C": self.C, "min_count": self.min_count,
                 "max_pairs": self.max_pairs, "keys": _arr(self.index.keys), "w": _arr(self.w),
-                "w0": self.w0, "scale": self.scale}
+                "w0": self.w0, "scale": self.scale, "base_norm": self.base_norm}
 
     def from_dict(self, data):
         self.C, self.min_count, self.max_pairs = data["C"], data["min_count"], data["max_pairs"]
+        self._set_base_norm(data.get("base_norm", "global"))
         self.index = FeatureIndex(_unarr(data["keys"]))
         self.w, self.w0, self.scale = _unarr(data["w"]), data["w0"], data["scale"]
         return self
@@ -652,7 +739,8 @@ class DualReranker(Reranker):
 
     def __init__(self, kernel: str = "poly", degree: int = 2, lambda_: float = 0.5,
                  base_weight: float = 1.0, epochs: int = 1, max_sentences: int = 0,
-                 prediction: str = "averaged", seed: int = 0):
+                 prediction: str = "averaged", seed: int = 0, base_norm: str = "global"):
+        self._set_base_norm(base_norm)
         if kernel not in KERNELS:
             raise ValueError(Errors.S242.format(kernel=kernel, options=list(KERNELS)))
         self.kernel_name = kernel
@@ -677,7 +765,7 @@ class DualReranker(Reranker):
         return DependencyTreeKernel(lambda_=self.lambda_, base_weight=self.base_weight)
 
     def items(self, lists: CandidateLists) -> List[Any]:
-        base = lists.relative_base() * self.scale
+        base = self._base(lists)
         out = []
         if self.kernel_name == "tree":
             if lists.tree_ptr is None:
@@ -695,7 +783,7 @@ class DualReranker(Reranker):
 
     def fit(self, train, dev=None):
         from .._core.kernel import DualPerceptron
-        self.scale = _base_scale(train)
+        self._fit_base(train)
         if self.max_sentences and train.n_sentences > self.max_sentences:
             train = train.subset(range(self.max_sentences))
         items = self.items(train)
@@ -737,7 +825,7 @@ class DualReranker(Reranker):
         return {"learner": self.name, "kernel": self.kernel_name, "degree": self.degree,
                 "lambda_": self.lambda_, "base_weight": self.base_weight, "epochs": self.epochs,
                 "max_sentences": self.max_sentences, "prediction": self.prediction,
-                "seed": self.seed, "scale": self.scale,
+                "seed": self.seed, "scale": self.scale, "base_norm": self.base_norm,
                 "model": self.model.to_bytes() if self.model is not None else None}
 
     def from_dict(self, data):
@@ -745,6 +833,7 @@ class DualReranker(Reranker):
         for k in ("degree", "lambda_", "base_weight", "epochs", "max_sentences", "prediction",
                   "seed", "scale"):
             setattr(self, k, data[k])
+        self._set_base_norm(data.get("base_norm", "global"))
         self.kernel_name = data["kernel"]
         self.model = None
         if data["model"] is not None:

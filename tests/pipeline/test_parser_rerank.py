@@ -119,3 +119,32 @@ def test_k_larger_than_the_beam_widens_it_and_one_candidate_lists_rerank():
     (_, _, one), = parser.kbest(tagged(nlp, ["Hello"]), 6)
     assert len(one) == 1
     assert nlp(tagged(nlp, ["Hello"]))[0].head.i == 0
+
+
+def test_reranker_in_a_pipeline_chooses_its_base_weight_on_held_out_training_lists():
+    """With no dev lists inside training, the default perceptron picks the base score's weight
+    on every 4th jackknifed list (pipes.LEARNER_DEFAULTS); a block's settings override it."""
+    from spacy_structperc.reranking.pipes import BASE_WEIGHT_GRID, block_settings
+
+    # Three copies of the training sentences, told apart by their last word: 12 lists.
+    data = [(words[:-1] + [words[-1] + "x" * j], tags, heads, deps)
+            for j in range(3) for words, tags, heads, deps in TRAIN_DATA]
+    nlp, parser = make()
+    egs = examples(nlp, data)
+    nlp.initialize(lambda: egs)
+    for _ in range(2):
+        parser.update(egs)
+    parser._reranking.fit_if_stale()
+    model = parser._reranking.model
+    assert sum(s.n_sentences for s in parser._reranking.store.values()) >= 8
+    assert model.selection["on"] == "every 4th training list"
+    assert set(model.selection["losses"]) == {str(w) for w in BASE_WEIGHT_GRID}
+    assert model.chosen_base_weight == model.selection["base_weight"]
+    assert model.base_norm == "list" and model.epochs == 3      # the block's epochs win
+    assert block_settings({"learner": "perceptron", "kernel": "poly",
+                           "settings": {"holdout": 0, "base_norm": "global"}})["holdout"] == 0
+    assert "holdout" not in block_settings({"learner": "boosting", "kernel": "poly", "settings": {}})
+    nlp2, parser2 = make()
+    parser2.from_bytes(parser.to_bytes())
+    assert parser2._reranking.model.base_norm == "list"
+    assert parser2._reranking.model.w0 == model.w0
