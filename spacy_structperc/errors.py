@@ -138,6 +138,12 @@ class Errors(metaclass=ErrorsWithCodes):
             "pipeline with exclude=[\"{name}\"] and add a parser without one.")
     S247 = ("Unknown normalization '{norm}' of the base score in a reranker. Set the reranker "
             "block's settings.base_norm to one of {options}.")
+    S248 = ("The reranker of component '{name}' is damaged: its saved bytes do not match their "
+            "checksum or are not a reranker (a truncated copy, a failed download or a disk error). "
+            "Restore the pipeline from a good copy or retrain; the component was left as it was.")
+    S249 = ("Component '{name}' has a reranker block, but the saved data has no reranker {what}. "
+            "Restore the whole saved pipeline (to_disk writes it next to 'cfg' and 'model'), or "
+            "remove the reranker block; the component was left as it was.")
 
     # S280-S299: the dual-form kernel perceptron (_core/kernel).
     S280 = ("Could not load the kernel perceptron: {reason}. The bytes are damaged or were not "

@@ -40,9 +40,9 @@ from ..errors import Errors
 from ..features import AtomBatch
 from ..reranking.features import GROUPS, GROUPS_V1
 from ..reranking.learners import KERNELS, LEARNERS
-from ..reranking.pipes import ParserReranker
+from ..reranking.pipes import ParserReranker, loads_model
 from ..parser_model import ParserModel
-from .base import PerceptronPipe
+from .base import PerceptronPipe, load_cfg
 from .nonproj import deprojectivize, is_decorated, projective_gold, undecorated
 from .sequence import _choice
 
@@ -409,12 +409,43 @@ class StructuredParser(PerceptronPipe):
             data["reranker"] = self._reranker_bytes()
         return srsly.msgpack_dumps(data)
 
+    # The reranker is read and checked (loads_model: its checksum, its feature version) before the
+    # base parser takes its parts, and taken after them, so a damaged or missing reranker leaves
+    # the whole component as it was.
+
+    def _staged_reranker(self, cfg_bytes: Optional[bytes], data: Optional[bytes], what: str):
+        """The reranker learner the saved parts hold (None: none fitted), or _KEEP when nothing
+        of the reranker is to be loaded; S249 when the saved cfg has a reranker block and the
+        saved data no reranker."""
+        block = load_cfg(cfg_bytes, self.name).get("reranker") if cfg_bytes is not None else self.reranker
+        if not block:
+            return None
+        if data is None:
+            raise ValueError(Errors.S249.format(name=self.name, what=what))
+        return loads_model(data, self.name)
+
     def from_bytes(self, bytes_data: bytes, *, exclude=tuple()):
+        staged = _KEEP
+        if "reranker" not in exclude:
+            with self._coded_load_errors(None):
+                msg = srsly.msgpack_loads(bytes_data)
+                cfg = msg.get("cfg") if "cfg" not in exclude else None
+                staged = self._staged_reranker(cfg, msg.get("reranker"), "entry")
         super().from_bytes(bytes_data, exclude=exclude)
-        self._reset_reranker()
-        msg = srsly.msgpack_loads(bytes_data)
-        if "reranker" not in exclude and msg.get("reranker"):
-            self._load_reranker_bytes(msg["reranker"])
+        self._take_reranker(staged)
+        return self
+
+    def from_disk(self, path, *, exclude=tuple()):
+        from spacy import util
+        path = util.ensure_path(path)
+        staged = _KEEP
+        if "reranker" not in exclude:
+            with self._coded_load_errors(path):
+                cfg = (path / "cfg").read_bytes() if "cfg" not in exclude and (path / "cfg").exists() else None
+                f = path / "reranker"
+                staged = self._staged_reranker(cfg, f.read_bytes() if f.exists() else None, "file")
+        super().from_disk(path, exclude=exclude)
+        self._take_reranker(staged)
         return self
 
     def to_disk(self, path, *, exclude=tuple()) -> None:
@@ -423,14 +454,10 @@ class StructuredParser(PerceptronPipe):
         if "reranker" not in exclude:
             (util.ensure_path(path) / "reranker").write_bytes(self._reranker_bytes())
 
-    def from_disk(self, path, *, exclude=tuple()):
-        from spacy import util
-        super().from_disk(path, exclude=exclude)
+    def _take_reranker(self, staged) -> None:
         self._reset_reranker()
-        f = util.ensure_path(path) / "reranker"
-        if "reranker" not in exclude and f.exists():
-            self._load_reranker_bytes(f.read_bytes())
-        return self
+        if staged is not _KEEP and self._reranking is not None:
+            self._reranking.take(staged)
 
     def __reduce__(self):
         fn, args = super().__reduce__()
@@ -575,6 +602,9 @@ class StructuredParser(PerceptronPipe):
             if self.cfg["update"] in ("standard", "hybrid"):
                 losses[f"{self.name}_invalid_updates"] = losses.get(f"{self.name}_invalid_updates", 0.0) + n_invalid
         return losses
+
+
+_KEEP = object()   # from_bytes / from_disk with "reranker" excluded: the reranker is not loaded
 
 
 def _unpickle_parser(fn, args, reranker_bytes):

@@ -10,6 +10,7 @@ asked to predict or save, so `spacy train`'s evaluations and saved pipelines use
 reranker. At prediction it takes the beam's k-best trees of each span, extracts their global
 features in C and lets the learner choose.
 """
+import hashlib
 import zlib
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -56,22 +57,50 @@ def fit_block(block: Dict[str, Any], lists: CandidateLists):
     return make_reranker(block["learner"], **block_settings(block)).fit(lists)
 
 
+# The saved reranker: MAGIC, then a blake2b-128 of the payload, then the payload (msgpack of the
+# learner's dict tagged with its feature version). A file of the first version (plain msgpack,
+# before the checksum) still loads; a damaged magic makes it neither, and it is refused.
+MAGIC = b"SPRR\x02"
+DIGEST_SIZE = 16
+
+
 def dumps_model(model) -> bytes:
-    """A fitted learner as msgpack bytes, tagged with the feature definition it was trained on."""
+    """A fitted learner as checksummed bytes (b"" for none), tagged with its feature definition."""
     if model is None:
         return b""
-    return srsly.msgpack_dumps({**model.to_dict(), "features_version": FEATURES_VERSION})
+    payload = srsly.msgpack_dumps({**model.to_dict(), "features_version": FEATURES_VERSION})
+    return MAGIC + hashlib.blake2b(payload, digest_size=DIGEST_SIZE).digest() + payload
 
 
 def loads_model(data: bytes, name: str):
-    """The learner of dumps_model (None for empty bytes); S246 for another feature definition."""
+    """The learner of dumps_model (None for empty bytes). S248 for damaged bytes, S246 for
+    another feature definition; any other failure to rebuild the learner is S006."""
     if not data:
         return None
-    msg = srsly.msgpack_loads(data)
+    data = bytes(data)
+    if data.startswith(MAGIC):
+        digest, payload = data[len(MAGIC):len(MAGIC) + DIGEST_SIZE], data[len(MAGIC) + DIGEST_SIZE:]
+        if hashlib.blake2b(payload, digest_size=DIGEST_SIZE).digest() != digest:
+            raise ValueError(Errors.S248.format(name=name))
+    else:
+        payload = data
+    try:
+        msg = srsly.msgpack_loads(payload)
+    except Exception:
+        raise ValueError(Errors.S248.format(name=name)) from None
+    if not isinstance(msg, dict):
+        raise ValueError(Errors.S248.format(name=name))
     found = msg.get("features_version", 1)
     if found != FEATURES_VERSION:
         raise ValueError(Errors.S246.format(name=name, found=found, expected=FEATURES_VERSION))
-    return reranker_from_dict(msg)
+    try:
+        return reranker_from_dict(msg)
+    except ValueError as e:
+        if str(e).startswith("[S"):
+            raise
+        raise ValueError(Errors.S006.format(name=name, reason=f"its reranker: {e}")) from None
+    except Exception as e:
+        raise ValueError(Errors.S006.format(name=name, reason=f"its reranker: {type(e).__name__}: {e}")) from None
 
 
 class ParserReranker:
@@ -224,5 +253,9 @@ class ParserReranker:
         return dumps_model(self.model)
 
     def from_bytes(self, data: bytes) -> None:
-        self.model = loads_model(data, self.parser.name)
+        self.take(loads_model(data, self.parser.name))
+
+    def take(self, model) -> None:
+        """Use a loaded learner (loads_model) as the fitted one."""
+        self.model = model
         self.fit_version = self.store_version

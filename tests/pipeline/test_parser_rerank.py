@@ -98,12 +98,15 @@ def test_a_reranker_saved_with_other_features_is_refused():
     a reranker silently reading keys that mean other features."""
     import srsly
 
+    from spacy_structperc.reranking.pipes import DIGEST_SIZE, MAGIC
+
     nlp, parser, _ = trained(epochs=2)
     data = srsly.msgpack_loads(parser.to_bytes())
-    model = srsly.msgpack_loads(data["reranker"])
+    assert data["reranker"].startswith(MAGIC)
+    model = srsly.msgpack_loads(data["reranker"][len(MAGIC) + DIGEST_SIZE:])
     assert model["features_version"] == 2
     model["features_version"] = 1
-    data["reranker"] = srsly.msgpack_dumps(model)
+    data["reranker"] = srsly.msgpack_dumps(model)   # the first, unchecksummed form
     _, parser2 = make()
     with pytest.raises(ValueError, match="S246"):
         parser2.from_bytes(srsly.msgpack_dumps(data))

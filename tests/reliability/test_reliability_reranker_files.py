@@ -2,13 +2,10 @@
 and `model`, and the "reranker" entry of to_bytes) against the guide's rule for saved files: a
 damaged file never loads silently, and a failed load leaves the component as it was.
 
-These fail today and are marked xfail(strict=True): the reranker's serialization lives in
-spacy_structperc/reranking/pipes.py (dumps_model / loads_model) and the reranking part of
-pipeline/parser.py, which another helper is changing. The file is msgpack of the learner's dict
-with no checksum (a flipped weight loads as another reranker); the parser takes its base model
-before it reads the reranker (a damaged reranker leaves the parser half loaded, with an uncoded
-error); a missing reranker file loads as "no reranker" (the beam's 1-best). When they pass,
-remove the marks (strict: a pass fails the run until then)."""
+Each failed on the code before the fix: the file was msgpack of the learner's dict with no
+checksum (a flipped weight loaded as another reranker); the parser took its base model before it
+read the reranker (a damaged reranker left the parser half loaded, with an uncoded error); a
+missing reranker file loaded as "no reranker" (the beam's 1-best)."""
 import hashlib
 import re
 
@@ -19,8 +16,6 @@ from spacy.tokens import Doc
 from threaded_nlp import random_texts, train_full_pipeline
 
 CODED = r"^\[S\d{3}\] "
-GAP = ("the reranker file has no checksum and is loaded after the base parser "
-       "(spacy_structperc/reranking/pipes.py, pipeline/parser.py: owned by the rerank work)")
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +39,6 @@ def state(pipe):
     return hashlib.blake2b(pipe.to_bytes(), digest_size=16).hexdigest(), dict(pipe.cfg)
 
 
-@pytest.mark.xfail(strict=True, reason=GAP)
 def test_every_single_byte_flip_of_the_reranker_file_is_refused(full, tmp_path):
     pipe = full.get_pipe("parser_rr")
     pipe._reranking.fit_if_stale()
@@ -71,7 +65,6 @@ def test_every_single_byte_flip_of_the_reranker_file_is_refused(full, tmp_path):
     assert not silent, f"{len(silent)} single-byte flips of the reranker file loaded silently"
 
 
-@pytest.mark.xfail(strict=True, reason=GAP)
 def test_a_damaged_reranker_leaves_the_parser_as_it_was(full, other, tmp_path):
     pipe = full.get_pipe("parser_rr")
     before, predictions = state(pipe), parses(full, pipe)
@@ -84,7 +77,6 @@ def test_a_damaged_reranker_leaves_the_parser_as_it_was(full, other, tmp_path):
     assert state(pipe) == before and parses(full, pipe) == predictions
 
 
-@pytest.mark.xfail(strict=True, reason=GAP)
 def test_a_missing_reranker_file_is_refused(full, tmp_path):
     pipe = full.get_pipe("parser_rr")
     pipe._reranking.fit_if_stale()
@@ -92,3 +84,19 @@ def test_a_missing_reranker_file_is_refused(full, tmp_path):
     (tmp_path / "reranker").unlink()
     with pytest.raises(ValueError, match=CODED + ".*'parser_rr'"):
         pipe.from_disk(tmp_path, exclude=["vocab"])
+
+
+def test_a_reranker_saved_before_the_checksum_still_loads(full, tmp_path):
+    # The first format: plain msgpack of the learner's dict and its feature version.
+    import srsly
+
+    from spacy_structperc.reranking.features import FEATURES_VERSION
+
+    pipe = full.get_pipe("parser_rr")
+    pipe._reranking.fit_if_stale()
+    before, predictions = state(pipe), parses(full, pipe)
+    pipe.to_disk(tmp_path, exclude=["vocab"])
+    legacy = srsly.msgpack_dumps({**pipe._reranking.model.to_dict(), "features_version": FEATURES_VERSION})
+    (tmp_path / "reranker").write_bytes(legacy)
+    pipe.from_disk(tmp_path, exclude=["vocab"])
+    assert state(pipe) == before and parses(full, pipe) == predictions
