@@ -79,6 +79,7 @@ cdef class AveragedWeights:
     cdef float* _dense
     cdef readonly size_t n_dense
     cdef size_t _dense_stride
+    cdef bint _full_rows_in_order   # every row with all C classes lists them 0..C-1
 
     cdef int64_t find(self, hash_t key) noexcept nogil
     cdef int64_t _probe(self, hash_t key) noexcept nogil

@@ -79,6 +79,24 @@ cdef extern from *:
         }
     }
 
+    /* out[c] += half_to_float(h[c]) for a full row (every class stored, in class order),
+       eight at a time. */
+    __attribute__((target("f16c")))
+    static void structperc_add_full_f16_f16c(const uint16_t* h, float* out, int n) {
+        int c = 0, k;
+        float tmp[8];
+        for (; c + 8 <= n; c += 8) {
+            __m128i v = _mm_loadu_si128((const __m128i*)(h + c));
+            __m128i mag = _mm_and_si128(v, _mm_set1_epi16(0x7fff));
+            if (__builtin_expect(_mm_movemask_epi8(_mm_cmpgt_epi16(mag, _mm_set1_epi16(0x7c00))) != 0, 0)) {
+                for (k = 0; k < 8; k++) out[c + k] += structperc_half_to_float(h[c + k]);
+            } else {
+                _mm256_storeu_ps(out + c, _mm256_add_ps(_mm256_loadu_ps(out + c), _mm256_cvtph_ps(v)));
+            }
+        }
+        for (; c < n; c++) out[c] += structperc_half_to_float_f16c(h[c]);
+    }
+
     static int structperc_cpu_has_f16c(void) {
         __builtin_cpu_init();
         return __builtin_cpu_supports("f16c") != 0;
@@ -89,8 +107,17 @@ cdef extern from *:
                                         size_t lo, size_t hi, float* out) {
         structperc_add_f16_soft(h, cols, wide, lo, hi, out);
     }
+    static void structperc_add_full_f16_f16c(const uint16_t* h, float* out, int n) {
+        int c;
+        for (c = 0; c < n; c++) out[c] += structperc_half_to_float(h[c]);
+    }
     static int structperc_cpu_has_f16c(void) { return 0; }
     #endif
+
+    static void structperc_add_full_f16_soft(const uint16_t* h, float* out, int n) {
+        int c;
+        for (c = 0; c < n; c++) out[c] += structperc_half_to_float(h[c]);
+    }
 
     /* out[c] += w[c] for a dense row (vectorized by the compiler). */
     static void structperc_add_dense(const float* w, float* out, int n) {
@@ -106,6 +133,8 @@ cdef extern from *:
                                                 size_t lo, size_t hi, float* out) noexcept nogil
     int cpu_has_f16c "structperc_cpu_has_f16c"() noexcept nogil
     void add_dense "structperc_add_dense"(const float* w, float* out, int n) noexcept nogil
+    void add_full_f16_f16c "structperc_add_full_f16_f16c"(const uint16_t* h, float* out, int n) noexcept nogil
+    void add_full_f16_soft "structperc_add_full_f16_soft"(const uint16_t* h, float* out, int n) noexcept nogil
     int ctz64 "__builtin_ctzll"(unsigned long long x) noexcept nogil
 
 # float16 rows are widened with F16C where the CPU has it (set at import; both conversions are
@@ -222,6 +251,16 @@ cdef inline void _add_sparse(AveragedWeights self, int64_t r, weight_t* out) noe
     cdef const uint16_t* h = <const uint16_t*>self._Q
     cdef const weight_t* f = <const weight_t*>self._Q
     cdef weight_t s
+    if hi - lo == <size_t>self.n_classes and self._full_rows_in_order and self.frozen_type != FROZEN_I8:
+        # A full row's entries are its classes in order (load checked): a dense add, no
+        # class reads.
+        if self.frozen_type == FROZEN_F32:
+            add_dense(&f[lo], out, self.n_classes)
+        elif _f16c:
+            add_full_f16_f16c(&h[lo], out, self.n_classes)
+        else:
+            add_full_f16_soft(&h[lo], out, self.n_classes)
+        return
     if self.frozen_type == FROZEN_I8:
         s = self._scales[r]
         if self._wide_cols:
@@ -440,19 +479,40 @@ cdef class AveragedWeights:
         _add_sparse(self, r, out)
 
     cdef int _widen_hot_rows(self, size_t max_bytes) except -1 nogil:
-        # Loaded rows with at least a quarter of their classes nonzero, widened into dense
+        # Loaded rows with at least a quarter of their classes nonzero (full ones only when
+        # all fit), widened into dense
         # float32 rows (by _frozen_row, so a dense row holds what its sparse add would add),
         # as many as fit in max_bytes: a tagger's lookups hit rows of ~29 nonzero weights on
         # average, a parser's ~46, all in a few thousand rows, and a dense row is added with
         # SIMD after one read instead of a scatter after three.
         self._drop_hot_rows()
         cdef size_t C = self.n_classes
+        cdef size_t e
+        cdef const uint8_t* c8 = <const uint8_t*>self._cols
+        cdef const uint16_t* c16 = <const uint16_t*>self._cols
         cdef size_t stride = (C + 15) & ~(<size_t>15)      # whole 64-byte lines
-        cdef size_t b, r, n = 0, slot = 0
+        cdef size_t b, r, count, n = 0, n_full = 0, slot = 0
         cdef size_t limit = max_bytes // (stride * sizeof(float))
+        cdef bint with_full = True
+        self._full_rows_in_order = True
         for r in range(self.n_rows):
-            if (self._indptr[r + 1] - self._indptr[r]) * 4 >= C:
+            if self._indptr[r + 1] - self._indptr[r] == C:
+                for e in range(C):
+                    if (c16[self._indptr[r] + e] if self._wide_cols else c8[self._indptr[r] + e]) != e:
+                        self._full_rows_in_order = False
+                        break
+                if not self._full_rows_in_order:
+                    break
+        for r in range(self.n_rows):
+            count = self._indptr[r + 1] - self._indptr[r]
+            if count * 4 >= C:
                 n += 1
+                n_full += count == C
+        if n > limit and self.frozen_type != FROZEN_I8 and self._full_rows_in_order:
+            # Too many to widen (a latent NER's rows are all full): full rows are added in
+            # place, densely, so only the others are widened.
+            with_full = False
+            n -= n_full
         n = min(n, limit, <size_t>((1 << 23) - 2))
         if n == 0:
             return 0
@@ -465,7 +525,8 @@ cdef class AveragedWeights:
             if self._table[b].key == 0:
                 continue
             r = <size_t>self._table[b].row
-            if (self._indptr[r + 1] - self._indptr[r]) * 4 >= C:
+            count = self._indptr[r + 1] - self._indptr[r]
+            if count * 4 >= C and (with_full or count < C):
                 self._frozen_row(r, &dense[slot * stride])
                 slot += 1
                 self._table[b].row = <int64_t>(r | (slot << ROW_BITS))
@@ -637,8 +698,10 @@ cdef class AveragedWeights:
                 v = found[j]
                 if v <= ROW_MASK:
                     lo = self._indptr[v]
+                    hi = self._indptr[v + 1]
                     prefetch(vals + lo * item)
-                    prefetch(cols + lo * col_item)
+                    if hi - lo < <size_t>C or not self._full_rows_in_order:   # full: no classes read
+                        prefetch(cols + lo * col_item)
             for j in range(n_found):
                 v = found[j]
                 if v > ROW_MASK:

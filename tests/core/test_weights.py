@@ -532,3 +532,21 @@ def test_widened_hot_rows_score_to_the_bit_as_sparse_rows(precision, conversion)
         assert numpy.array_equal(f.sorted_rows(prune=False)[0], keys)
     finally:
         weights_module.set_half_conversion(previous)
+
+
+@pytest.mark.parametrize("dtype", [numpy.float32, numpy.float16])
+def test_a_full_row_out_of_class_order_is_still_read_by_its_classes(dtype):
+    # Full rows are added densely only when load found every full row's classes in order.
+    f = AveragedWeights(4, 1)
+    keys = numpy.array([3, 7], dtype=numpy.uint64)
+    indptr = numpy.array([0, 4, 8], dtype=numpy.uint32)
+    ordered = numpy.array([0, 1, 2, 3], dtype=numpy.uint8)
+    values = numpy.array([1, 2, 3, 4, 5, 6, 7, 8], dtype=dtype)
+    f.load_frozen(keys, indptr, numpy.concatenate([ordered, ordered]), values)
+    assert f.score([3, 7]).tolist() == [6.0, 8.0, 10.0, 12.0]
+    f.load_frozen(keys, indptr, numpy.concatenate([ordered, ordered[::-1]]), values)
+    assert f.score([3]).tolist() == [1.0, 2.0, 3.0, 4.0]
+    assert f.score([7]).tolist() == [8.0, 7.0, 6.0, 5.0]
+    for budget in (0, 1 << 20):
+        f.widen_hot_rows(budget)
+        assert f.score([3, 7]).tolist() == [9.0, 9.0, 9.0, 9.0]
