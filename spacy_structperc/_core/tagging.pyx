@@ -167,12 +167,7 @@ cdef class TagSystem(TransitionSystem):
 
     cdef const weight_t* static_row(self, int i) noexcept nogil:
         cdef weight_t* row = &self.static_scores[i * self.n_actions]
-        cdef int ahead = i + 1
         if self.static_version[i] != self.weights.version:
-            # Positions are scored in order: the next one's table reads start now.
-            if ahead < self.n_tokens and self.static_version[ahead] != self.weights.version:
-                self.weights.prefetch_keys(&self.static_keys[ahead * self.templates.n_static],
-                                           self.n_static_keys[ahead])
             memset(row, 0, self.n_actions * sizeof(weight_t))
             self.weights.add_rows(&self.static_keys[i * self.templates.n_static],
                                   self.n_static_keys[i], row)

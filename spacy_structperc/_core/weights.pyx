@@ -665,14 +665,6 @@ cdef class AveragedWeights:
                 for c in range(C):
                     scores[c] += w[c]
 
-    cdef void prefetch_keys(self, const hash_t* keys, int n_keys) noexcept nogil:
-        # Start loading the buckets of keys a caller will score next (a tagger's next position),
-        # so their cache misses overlap the work in between.
-        cdef size_t mask = self._capacity - 1
-        cdef int i
-        for i in range(n_keys):
-            prefetch(&self._table[_bucket(keys[i] if keys[i] else 1, mask)])
-
     cdef void _add_frozen_rows(self, const hash_t* keys, int n_keys, weight_t* scores) noexcept nogil:
         # add_rows for loaded rows, dequantized while adding. A hot row is one dependent read
         # after its bucket (a dense float32 row, added with SIMD); a sparse row is three (bucket,
@@ -691,8 +683,6 @@ cdef class AveragedWeights:
         cdef int64_t found[64]
         cdef int64_t v
         cdef int start
-        if n_keys > 64:     # a parser's ~80 keys: every bucket read starts before the first block
-            self.prefetch_keys(keys, n_keys)
         for start in range(0, n_keys, 64):
             n_found = _find_block(self, keys, start, min(n_keys, start + 64), found)
             for j in range(n_found):
