@@ -538,7 +538,11 @@ cdef class ArcStandardSystem(TransitionSystem):
             self.allowed = NULL
             self.n_allowed = 0
             return
-        arr = numpy.unique(numpy.asarray(keys, dtype=numpy.uint64))
+        arr = numpy.ascontiguousarray(keys, dtype=numpy.uint64).reshape(-1)
+        if arr.shape[0] > 1 and not (arr[1:] > arr[:-1]).all():
+            # Saved keys are sorted and distinct already: numpy 2's unique (hash-based) takes
+            # seconds on a parser's ~1M keys, and a system is built before a thread's first parse.
+            arr = numpy.unique(arr)
         if len(arr) == 0:
             arr = numpy.zeros((1,), dtype=numpy.uint64)   # allows nothing (keys are never 0)
         self._allowed = arr

@@ -84,8 +84,18 @@ cdef class AveragedWeights:
     cdef size_t _jcap
     cdef size_t _jstart_rows
     cdef bint _journal_lost        # a reload or resize dropped a started journal
+    # Hot loaded rows, widened at load into dense float32 rows of _dense_stride floats: rows
+    # with at least a quarter of their classes nonzero (the bias-like features most lookups
+    # hit). Their bucket's row carries slot + 1 above ROW_BITS, so one probe finds them.
+    cdef float* _dense
+    cdef readonly size_t n_dense
+    cdef size_t _dense_stride
+    cdef bint _full_rows_in_order   # every row with all C classes lists them 0..C-1
 
     cdef int64_t find(self, hash_t key) noexcept nogil
+    cdef int64_t _probe(self, hash_t key) noexcept nogil
+    cdef int _widen_hot_rows(self, size_t max_bytes) except -1 nogil
+    cdef void _drop_hot_rows(self) noexcept nogil
     cdef int64_t _insert(self, hash_t key) except -1 nogil
     cdef int _grow_table(self) except -1 nogil
     cdef int _grow_rows(self, size_t n) except -1 nogil

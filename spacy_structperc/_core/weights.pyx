@@ -21,34 +21,177 @@ cdef extern from *:
 cdef extern from *:
     """
     #include <string.h>
-    /* IEEE 754 binary16 -> binary32, exact for every value (no F16C instructions needed). */
-    static inline float structperc_half_to_float(unsigned short h) {
-        unsigned int sign = ((unsigned int)h & 0x8000u) << 16;
-        unsigned int exp = ((unsigned int)h >> 10) & 0x1fu;
-        unsigned int mant = (unsigned int)h & 0x3ffu;
-        unsigned int bits;
-        float out;
-        if (exp == 0) {
-            if (mant == 0) {
-                bits = sign;
-            } else {   /* subnormal: normalize */
-                exp = 113;
-                while (!(mant & 0x400u)) { mant <<= 1; exp--; }
-                bits = sign | (exp << 23) | ((mant & 0x3ffu) << 13);
-            }
-        } else if (exp == 31) {
-            bits = sign | 0x7f800000u | (mant << 13);
-        } else {
-            bits = sign | ((exp + 112u) << 23) | (mant << 13);
-        }
+    #include <stdint.h>
+    /* IEEE 754 binary16 -> binary32, exact for every one of the 65,536 values (NaN payloads
+       kept as they are, as numpy keeps them), and branchless: the subnormal case renormalizes
+       with one exact float subtraction, then a select picks it. */
+    static inline float structperc_half_to_float(uint16_t h) {
+        uint32_t o = ((uint32_t)h & 0x7fffu) << 13;
+        uint32_t exp = o & 0x0f800000u;
+        uint32_t bits, sub_bits;
+        float sub, out;
+        o += 0x38000000u;                                        /* rebias: (127 - 15) << 23 */
+        bits = o + (exp == 0x0f800000u ? 0x38000000u : 0u);      /* inf and NaN: exponent 255 */
+        sub_bits = o + 0x00800000u;                              /* 2^-14 * (1 + m / 1024) */
+        memcpy(&sub, &sub_bits, sizeof(sub));
+        sub -= 6.103515625e-05f;                                 /* - 2^-14 = m * 2^-24, exact */
+        memcpy(&sub_bits, &sub, sizeof(sub));
+        bits = (exp == 0 ? sub_bits : bits) | (((uint32_t)h & 0x8000u) << 16);
         memcpy(&out, &bits, sizeof(out));
         return out;
     }
+
+    /* out[cols[e]] += half_to_float(h[e]) for e in [lo, hi): the float16 row add. */
+    static void structperc_add_f16_soft(const uint16_t* h, const void* cols, int wide,
+                                        size_t lo, size_t hi, float* out) {
+        size_t e;
+        if (wide) {
+            const uint16_t* c = (const uint16_t*)cols;
+            for (e = lo; e < hi; e++) out[c[e]] += structperc_half_to_float(h[e]);
+        } else {
+            const uint8_t* c = (const uint8_t*)cols;
+            for (e = lo; e < hi; e++) out[c[e]] += structperc_half_to_float(h[e]);
+        }
+    }
+
+    #if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
+    #include <immintrin.h>
+    /* The same with the F16C instruction, for CPUs that have it (chosen at import, so a wheel
+       still runs on CPUs without it). VCVTPH2PS quiets signalling NaNs, which the software
+       conversion (and numpy) keep: those inputs take the software path, so the two agree on
+       all 65,536 values. */
+    __attribute__((target("f16c")))
+    static float structperc_half_to_float_f16c(uint16_t h) {
+        if (__builtin_expect((h & 0x7fffu) > 0x7c00u, 0)) return structperc_half_to_float(h);
+        return _cvtsh_ss(h);
+    }
+
+    __attribute__((target("f16c")))
+    static void structperc_add_f16_f16c(const uint16_t* h, const void* cols, int wide,
+                                        size_t lo, size_t hi, float* out) {
+        size_t e;
+        if (wide) {
+            const uint16_t* c = (const uint16_t*)cols;
+            for (e = lo; e < hi; e++) out[c[e]] += structperc_half_to_float_f16c(h[e]);
+        } else {
+            const uint8_t* c = (const uint8_t*)cols;
+            for (e = lo; e < hi; e++) out[c[e]] += structperc_half_to_float_f16c(h[e]);
+        }
+    }
+
+    /* out[c] += half_to_float(h[c]) for a full row (every class stored, in class order),
+       eight at a time. */
+    __attribute__((target("f16c")))
+    static void structperc_add_full_f16_f16c(const uint16_t* h, float* out, int n) {
+        int c = 0, k;
+        float tmp[8];
+        for (; c + 8 <= n; c += 8) {
+            __m128i v = _mm_loadu_si128((const __m128i*)(h + c));
+            __m128i mag = _mm_and_si128(v, _mm_set1_epi16(0x7fff));
+            if (__builtin_expect(_mm_movemask_epi8(_mm_cmpgt_epi16(mag, _mm_set1_epi16(0x7c00))) != 0, 0)) {
+                for (k = 0; k < 8; k++) out[c + k] += structperc_half_to_float(h[c + k]);
+            } else {
+                _mm256_storeu_ps(out + c, _mm256_add_ps(_mm256_loadu_ps(out + c), _mm256_cvtph_ps(v)));
+            }
+        }
+        for (; c < n; c++) out[c] += structperc_half_to_float_f16c(h[c]);
+    }
+
+    static int structperc_cpu_has_f16c(void) {
+        __builtin_cpu_init();
+        return __builtin_cpu_supports("f16c") != 0;
+    }
+    #else
+    static float structperc_half_to_float_f16c(uint16_t h) { return structperc_half_to_float(h); }
+    static void structperc_add_f16_f16c(const uint16_t* h, const void* cols, int wide,
+                                        size_t lo, size_t hi, float* out) {
+        structperc_add_f16_soft(h, cols, wide, lo, hi, out);
+    }
+    static void structperc_add_full_f16_f16c(const uint16_t* h, float* out, int n) {
+        int c;
+        for (c = 0; c < n; c++) out[c] += structperc_half_to_float(h[c]);
+    }
+    static int structperc_cpu_has_f16c(void) { return 0; }
+    #endif
+
+    static void structperc_add_full_f16_soft(const uint16_t* h, float* out, int n) {
+        int c;
+        for (c = 0; c < n; c++) out[c] += structperc_half_to_float(h[c]);
+    }
+
+    /* out[c] += w[c] for a dense row (vectorized by the compiler). */
+    static void structperc_add_dense(const float* w, float* out, int n) {
+        int c;
+        for (c = 0; c < n; c++) out[c] += w[c];
+    }
     """
-    float half_to_float "structperc_half_to_float"(uint16_t h) noexcept nogil
+    float half_to_float_soft "structperc_half_to_float"(uint16_t h) noexcept nogil
+    float half_to_float_f16c "structperc_half_to_float_f16c"(uint16_t h) noexcept nogil
+    void add_f16_soft "structperc_add_f16_soft"(const uint16_t* h, const void* cols, int wide,
+                                                size_t lo, size_t hi, float* out) noexcept nogil
+    void add_f16_f16c "structperc_add_f16_f16c"(const uint16_t* h, const void* cols, int wide,
+                                                size_t lo, size_t hi, float* out) noexcept nogil
+    int cpu_has_f16c "structperc_cpu_has_f16c"() noexcept nogil
+    void add_dense "structperc_add_dense"(const float* w, float* out, int n) noexcept nogil
+    void add_full_f16_f16c "structperc_add_full_f16_f16c"(const uint16_t* h, float* out, int n) noexcept nogil
+    void add_full_f16_soft "structperc_add_full_f16_soft"(const uint16_t* h, float* out, int n) noexcept nogil
     int ctz64 "__builtin_ctzll"(unsigned long long x) noexcept nogil
 
+# float16 rows are widened with F16C where the CPU has it (set at import; both conversions are
+# exact, see half_to_float_array).
+cdef bint _f16c = cpu_has_f16c() != 0
+
+
+def half_conversion():
+    """Which float16 -> float32 conversion scoring uses: "f16c" or "software"."""
+    return "f16c" if _f16c else "software"
+
+
+def set_half_conversion(str name):
+    """Choose the float16 conversion ("f16c" only where the CPU has it, or "software"); for
+    tests and benchmarks. Returns the previous choice."""
+    global _f16c
+    previous = half_conversion()
+    if name == "f16c":
+        if not cpu_has_f16c():
+            raise ValueError("this CPU has no F16C instructions")
+        _f16c = True
+    elif name == "software":
+        _f16c = False
+    else:
+        raise ValueError(f"unknown conversion {name!r}: expected 'f16c' or 'software'")
+    return previous
+
+
+def half_to_float_array(values):
+    """float16 values (any shape) as float32, by the conversion scoring uses now."""
+    h = numpy.ascontiguousarray(values, dtype=numpy.float16)
+    out = numpy.empty(h.shape, dtype=numpy.float32)
+    cdef const uint16_t[::1] src = h.reshape(-1).view(numpy.uint16)
+    cdef float[::1] dst = out.reshape(-1)
+    cdef size_t i
+    if _f16c:
+        for i in range(src.shape[0]):
+            dst[i] = half_to_float_f16c(src[i])
+    else:
+        for i in range(src.shape[0]):
+            dst[i] = half_to_float_soft(src[i])
+    return out
+
+
 MAX_CLASSES = 65535   # accumulators are keyed by (row << 16 | class)
+
+# A loaded table's bucket holds row | (dense slot + 1) << ROW_BITS (see _widen_hot_rows).
+cdef extern from *:
+    """
+    #define STRUCTPERC_ROW_BITS 40
+    #define STRUCTPERC_ROW_MASK ((int64_t)0xFFFFFFFFFFLL)
+    """
+    const int ROW_BITS "STRUCTPERC_ROW_BITS"
+    const int64_t ROW_MASK "STRUCTPERC_ROW_MASK"
+# Widened hot rows take at most this many bytes, beyond the file's own (a quarter-dense row of
+# a parser's 108 classes is ~30 entries; EWT models widen 1-3 MB of rows).
+cdef size_t HOT_ROW_BYTES = 32 << 20
 
 
 cdef inline uint64_t _ukey(int64_t row, int c) noexcept nogil:
@@ -79,7 +222,8 @@ cdef size_t _round_pow2(size_t n) noexcept nogil:
 
 cdef inline int _find_block(AveragedWeights self, const hash_t* keys, int start, int stop,
                             int64_t* found) noexcept nogil:
-    # The rows of keys[start:stop] (at most 64) that exist, into `found`; returns how many.
+    # The rows of keys[start:stop] (at most 64) that exist, into `found`, as their buckets hold
+    # them (see _probe); returns how many.
     # Lookups are cache misses, so every bucket is prefetched before the first is read.
     cdef size_t mask = self._capacity - 1
     cdef int i, n_found = 0
@@ -87,7 +231,7 @@ cdef inline int _find_block(AveragedWeights self, const hash_t* keys, int start,
     for i in range(start, stop):
         prefetch(&self._table[_bucket(keys[i] if keys[i] else 1, mask)])
     for i in range(start, stop):
-        r = self.find(keys[i])
+        r = self._probe(keys[i])
         if r >= 0:
             found[n_found] = r
             n_found += 1
@@ -107,6 +251,16 @@ cdef inline void _add_sparse(AveragedWeights self, int64_t r, weight_t* out) noe
     cdef const uint16_t* h = <const uint16_t*>self._Q
     cdef const weight_t* f = <const weight_t*>self._Q
     cdef weight_t s
+    if hi - lo == <size_t>self.n_classes and self._full_rows_in_order and self.frozen_type != FROZEN_I8:
+        # A full row's entries are its classes in order (load checked): a dense add, no
+        # class reads.
+        if self.frozen_type == FROZEN_F32:
+            add_dense(&f[lo], out, self.n_classes)
+        elif _f16c:
+            add_full_f16_f16c(&h[lo], out, self.n_classes)
+        else:
+            add_full_f16_soft(&h[lo], out, self.n_classes)
+        return
     if self.frozen_type == FROZEN_I8:
         s = self._scales[r]
         if self._wide_cols:
@@ -116,12 +270,10 @@ cdef inline void _add_sparse(AveragedWeights self, int64_t r, weight_t* out) noe
             for e in range(lo, hi):
                 out[c8[e]] += s * <weight_t>q[e]
     elif self.frozen_type == FROZEN_F16:
-        if self._wide_cols:
-            for e in range(lo, hi):
-                out[c16[e]] += half_to_float(h[e])
+        if _f16c:
+            add_f16_f16c(h, self._cols, self._wide_cols, lo, hi, out)
         else:
-            for e in range(lo, hi):
-                out[c8[e]] += half_to_float(h[e])
+            add_f16_soft(h, self._cols, self._wide_cols, lo, hi, out)
     else:
         if self._wide_cols:
             for e in range(lo, hi):
@@ -166,6 +318,9 @@ cdef class AveragedWeights:
         self._jcap = 0
         self._jstart_rows = 0
         self._journal_lost = False
+        self._dense = NULL
+        self.n_dense = 0
+        self._dense_stride = 0
         if self._table == NULL:
             raise MemoryError()
 
@@ -175,6 +330,7 @@ cdef class AveragedWeights:
         self._free_accumulators()
         free(self._avg)
         self._journal_free()
+        free(self._dense)
 
     @property
     def n_buckets(self):
@@ -204,6 +360,12 @@ cdef class AveragedWeights:
         return self._avg_valid
 
     cdef int64_t find(self, hash_t key) noexcept nogil:
+        cdef int64_t r = self._probe(key)
+        return r & ROW_MASK if r >= 0 else -1
+
+    cdef int64_t _probe(self, hash_t key) noexcept nogil:
+        # The bucket's row as stored: a loaded table's hot rows carry their dense slot + 1
+        # above ROW_BITS; -1 when the key has no row.
         if key == 0:
             key = 1
         cdef size_t mask = self._capacity - 1
@@ -306,6 +468,7 @@ cdef class AveragedWeights:
         cdef size_t r
         for r in range(self.n_rows):
             self._frozen_row(r, &W[r * C])
+        self._drop_hot_rows()
         free(self._W)
         self._W = W
         self._rows_capacity = cap
@@ -322,6 +485,74 @@ cdef class AveragedWeights:
         # Row r as dense float32 weights (what scoring adds: _add_sparse's arithmetic).
         memset(out, 0, self.n_classes * sizeof(weight_t))
         _add_sparse(self, r, out)
+
+    cdef int _widen_hot_rows(self, size_t max_bytes) except -1 nogil:
+        # Loaded rows with at least a quarter of their classes nonzero (full ones only when
+        # all fit), widened into dense
+        # float32 rows (by _frozen_row, so a dense row holds what its sparse add would add),
+        # as many as fit in max_bytes: a tagger's lookups hit rows of ~29 nonzero weights on
+        # average, a parser's ~46, all in a few thousand rows, and a dense row is added with
+        # SIMD after one read instead of a scatter after three.
+        self._drop_hot_rows()
+        cdef size_t C = self.n_classes
+        cdef size_t e
+        cdef const uint8_t* c8 = <const uint8_t*>self._cols
+        cdef const uint16_t* c16 = <const uint16_t*>self._cols
+        cdef size_t stride = (C + 15) & ~(<size_t>15)      # whole 64-byte lines
+        cdef size_t b, r, count, n = 0, n_full = 0, slot = 0
+        cdef size_t limit = max_bytes // (stride * sizeof(float))
+        cdef bint with_full = True
+        self._full_rows_in_order = True
+        for r in range(self.n_rows):
+            if self._indptr[r + 1] - self._indptr[r] == C:
+                for e in range(C):
+                    if (c16[self._indptr[r] + e] if self._wide_cols else c8[self._indptr[r] + e]) != e:
+                        self._full_rows_in_order = False
+                        break
+                if not self._full_rows_in_order:
+                    break
+        for r in range(self.n_rows):
+            count = self._indptr[r + 1] - self._indptr[r]
+            if count * 4 >= C:
+                n += 1
+                n_full += count == C
+        if n > limit and self.frozen_type != FROZEN_I8 and self._full_rows_in_order:
+            # Too many to widen (a latent NER's rows are all full): full rows are added in
+            # place, densely, so only the others are widened.
+            with_full = False
+            n -= n_full
+        n = min(n, limit, <size_t>((1 << 23) - 2))
+        if n == 0:
+            return 0
+        cdef float* dense = <float*>calloc(n * stride, sizeof(float))
+        if dense == NULL:
+            return 0     # an optimization only: the sparse rows serve every lookup
+        for b in range(self._capacity):
+            if slot == n:
+                break
+            if self._table[b].key == 0:
+                continue
+            r = <size_t>self._table[b].row
+            count = self._indptr[r + 1] - self._indptr[r]
+            if count * 4 >= C and (with_full or count < C):
+                self._frozen_row(r, &dense[slot * stride])
+                slot += 1
+                self._table[b].row = <int64_t>(r | (slot << ROW_BITS))
+        self._dense = dense
+        self._dense_stride = stride
+        self.n_dense = n
+        return 0
+
+    cdef void _drop_hot_rows(self) noexcept nogil:
+        cdef size_t b
+        if self._dense == NULL:
+            return
+        for b in range(self._capacity):
+            self._table[b].row &= ROW_MASK
+        free(self._dense)
+        self._dense = NULL
+        self.n_dense = 0
+        self._dense_stride = 0
 
     cdef int _ensure_accumulators(self) except -1 nogil:
         # No accumulator is zero: until now W was its own average (clock 0, or a loaded model),
@@ -443,30 +674,48 @@ cdef class AveragedWeights:
                     scores[c] += w[c]
 
     cdef void _add_frozen_rows(self, const hash_t* keys, int n_keys, weight_t* scores) noexcept nogil:
-        # add_rows for loaded sparse rows, dequantized while adding. Each row is three dependent
-        # reads (bucket, row bounds, entries), so a block of keys is taken one stage at a time,
-        # every read of a stage prefetched first.
-        cdef int j, n_found
+        # add_rows for loaded rows, dequantized while adding. A hot row is one dependent read
+        # after its bucket (a dense float32 row, added with SIMD); a sparse row is three (bucket,
+        # row bounds, entries). So a block of keys is taken one stage at a time, every read of a
+        # stage prefetched first; rows are still added in key order, so sums are the same to the
+        # bit as row-by-row sparse adds (a dense row's zeros add nothing).
+        cdef int j, n_found, C = self.n_classes
         cdef int kind = self.frozen_type
-        cdef size_t lo
+        cdef size_t lo, hi, line
         cdef size_t item = 4 if kind == FROZEN_F32 else 2 if kind == FROZEN_F16 else 1
         cdef size_t col_item = 2 if self._wide_cols else 1
+        cdef size_t row_bytes = self._dense_stride * sizeof(float)
         cdef const char* vals = <const char*>self._Q
         cdef const char* cols = <const char*>self._cols
+        cdef const char* dense = <const char*>self._dense
         cdef int64_t found[64]
+        cdef int64_t v
         cdef int start
         for start in range(0, n_keys, 64):
             n_found = _find_block(self, keys, start, min(n_keys, start + 64), found)
             for j in range(n_found):
-                prefetch(&self._indptr[found[j]])
-                if kind == FROZEN_I8:
-                    prefetch(&self._scales[found[j]])
+                v = found[j]
+                if v > ROW_MASK:
+                    for line in range(0, row_bytes, 64):
+                        prefetch(dense + ((v >> ROW_BITS) - 1) * row_bytes + line)
+                else:
+                    prefetch(&self._indptr[v])
+                    if kind == FROZEN_I8:
+                        prefetch(&self._scales[v])
             for j in range(n_found):
-                lo = self._indptr[found[j]]
-                prefetch(vals + lo * item)
-                prefetch(cols + lo * col_item)
+                v = found[j]
+                if v <= ROW_MASK:
+                    lo = self._indptr[v]
+                    hi = self._indptr[v + 1]
+                    prefetch(vals + lo * item)
+                    if hi - lo < <size_t>C or not self._full_rows_in_order:   # full: no classes read
+                        prefetch(cols + lo * col_item)
             for j in range(n_found):
-                _add_sparse(self, found[j], scores)
+                v = found[j]
+                if v > ROW_MASK:
+                    add_dense(<const float*>(dense + ((v >> ROW_BITS) - 1) * row_bytes), scores, C)
+                else:
+                    _add_sparse(self, v, scores)
 
     cdef void _add_averaged_rows(self, const hash_t* keys, int n_keys, weight_t* scores) noexcept nogil:
         # Scores with the average W - U / clock of each row, without a copy of the model.
@@ -689,7 +938,7 @@ cdef class AveragedWeights:
         for i in range(self._capacity):
             if self._table[i].key != 0:
                 k[j] = self._table[i].key
-                r[j] = self._table[i].row
+                r[j] = self._table[i].row & ROW_MASK
                 j += 1
         order = numpy.argsort(keys, kind="stable")
         keys = keys[order]
@@ -1143,7 +1392,7 @@ cdef class AveragedWeights:
         cdef size_t i
         for i in range(self._capacity):
             if self._table[i].key != 0:
-                k[self._table[i].row] = self._table[i].key
+                k[self._table[i].row & ROW_MASK] = self._table[i].key
         return keys
 
     def load_frozen(self, keys, indptr, cols, values, scales=None):
@@ -1212,6 +1461,7 @@ cdef class AveragedWeights:
             free(table)
             raise ValueError(f"the key {key} is there twice")
         self._drop_journal()
+        self._drop_hot_rows()
         free(self._table)
         free(self._W)
         self._free_accumulators()
@@ -1231,7 +1481,20 @@ cdef class AveragedWeights:
         self._Q = <const void*><size_t>values.ctypes.data
         self._scales = <const float*><size_t>scales.ctypes.data if kind == FROZEN_I8 else NULL
         self.frozen_type = kind
+        with nogil:
+            self._widen_hot_rows(HOT_ROW_BYTES)
         self.version += 1
+
+    def widen_hot_rows(self, size_t max_bytes=HOT_ROW_BYTES):
+        """Widen a loaded table's hot rows (at least a quarter of their classes nonzero) into
+        dense float32 rows, at most `max_bytes` of them (0: none, every row read sparse).
+        load_frozen does this with the default; scores are the same to the bit either way.
+        Returns how many rows are dense."""
+        if self.frozen_type == FROZEN_NONE:
+            return 0
+        with nogil:
+            self._widen_hot_rows(max_bytes)
+        return self.n_dense
 
     def load_arrays(self, keys, weights, accumulators=None, clock=0):
         """Replace the contents by `weights` for `keys`; the average restarts from them."""
@@ -1280,6 +1543,10 @@ cdef class AveragedWeights:
 
     def _clear(self, size_t capacity):
         free(self._table)
+        free(self._dense)
+        self._dense = NULL
+        self.n_dense = 0
+        self._dense_stride = 0
         self._capacity = _round_pow2(max(capacity, DEF_MIN_BUCKETS))
         self._table = <Bucket*>calloc(self._capacity, sizeof(Bucket))
         if self._table == NULL:

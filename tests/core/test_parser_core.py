@@ -223,3 +223,23 @@ def test_bad_bindings_are_refused():
         ArcStandardSystem(ParseTemplates(SPECS, ATOMS), AveragedWeights(5), 2)
     with pytest.raises(ValueError):
         ParseTemplates([{"name": "x", "parts": [["s9", "tag"]]}], ATOMS)
+
+
+def test_allowed_keys_in_any_order_allow_the_same_features():
+    # Saved keys come sorted and are taken as they are; any other order (or repeats) is sorted.
+    rng = numpy.random.default_rng(8)
+    _, system = make_system()
+    system.set_sentence(random_atoms(rng, 6))
+    state = system.initial_state()
+    state = system.step(state, SHIFT)
+    state = system.step(state, SHIFT)
+    every = system.state_features(state)
+    assert len(every) > 4
+    kept = numpy.unique(every)[::2]
+    seen = []
+    for keys in (kept, numpy.concatenate([kept[::-1], kept[:2]]), kept.tolist()):
+        system.set_allowed_keys(keys)
+        seen.append(sorted(system.state_features(state).tolist()))
+    assert seen[0] == seen[1] == seen[2] == sorted(k for k in every.tolist() if k in set(kept.tolist()))
+    system.set_allowed_keys(None)
+    assert sorted(system.state_features(state).tolist()) == sorted(every.tolist())

@@ -4,6 +4,7 @@ import pickle
 import numpy
 import pytest
 
+from spacy_structperc._core import weights as weights_module
 from spacy_structperc._core.weights import PRECISIONS, AveragedWeights, sparse_rows
 
 
@@ -449,3 +450,103 @@ def test_load_frozen_rejects_inconsistent_arrays():
         AveragedWeights(3, 1).load_frozen(numpy.array([3, 3], dtype=numpy.uint64), *good)
     with pytest.raises(ValueError, match="scales"):
         AveragedWeights(3, 1).load_frozen(keys, good[0], good[1], good[2].astype(numpy.int8))
+
+
+def _conversions():
+    # The float16 conversions this CPU can run (software always; F16C where the CPU has it).
+    previous = weights_module.half_conversion()
+    found = ["software"]
+    try:
+        weights_module.set_half_conversion("f16c")
+        found.append("f16c")
+    except ValueError:
+        pass
+    weights_module.set_half_conversion(previous)
+    return found
+
+
+@pytest.mark.parametrize("conversion", ["software", "f16c"])
+def test_half_to_float_matches_numpy_on_all_65536_values(conversion):
+    if conversion not in _conversions():
+        pytest.skip("this CPU has no F16C")
+    halves = numpy.arange(65536, dtype=numpy.uint32).astype(numpy.uint16).view(numpy.float16)
+    expected = halves.astype(numpy.float32).view(numpy.uint32)
+    previous = weights_module.set_half_conversion(conversion)
+    try:
+        got = weights_module.half_to_float_array(halves).view(numpy.uint32)
+    finally:
+        weights_module.set_half_conversion(previous)
+    wrong = numpy.nonzero(got != expected)[0]
+    assert wrong.size == 0, [hex(int(h)) for h in wrong[:8]]   # NaN payloads and -0.0 too
+
+
+def _mixed_density_rows(rng, n_rows, C):
+    # Rows from nearly empty to full, as trained models have (bias-like rows are dense).
+    dense = rng.normal(0.0, 1.0, size=(n_rows, C)).astype(numpy.float32)
+    density = rng.choice([0.02, 0.1, 0.3, 0.6, 1.0], size=n_rows)
+    dense[rng.random((n_rows, C)) > density[:, None]] = 0.0
+    dense[::7, ::3] = 2.0 ** -20     # values float16 keeps only as subnormals
+    return dense
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+@pytest.mark.parametrize("conversion", ["software", "f16c"])
+def test_widened_hot_rows_score_to_the_bit_as_sparse_rows(precision, conversion):
+    if conversion not in _conversions():
+        pytest.skip("this CPU has no F16C")
+    rng = numpy.random.default_rng(5)
+    C, n = 37, 300
+    keys = numpy.sort(numpy.array(_random_keys(rng, n), dtype=numpy.uint64))
+    counts, cols, values, scales = sparse_rows(_mixed_density_rows(rng, n, C), precision)
+    indptr = numpy.concatenate([[0], numpy.cumsum(counts)]).astype(numpy.uint32)
+    previous = weights_module.set_half_conversion(conversion)
+    try:
+        f = AveragedWeights(C, 1)
+        f.load_frozen(keys, indptr, cols, values, scales)
+        hot = int((counts * 4 >= C).sum())
+        assert 0 < hot < n and f.n_dense == hot           # load widens every hot row
+        queries = [rng.choice(numpy.append(keys, [12345, 0]), size=rng.integers(1, 150)) for _ in range(60)]
+        queries.append(numpy.concatenate([keys, keys]))   # more than one block of 64 keys
+        widened = [f.score(q) for q in queries]
+        exported = f.to_arrays(prune=False)
+        got = [f.get(int(keys[i]), 5) for i in range(0, n, 17)]
+        assert 0 < f.widen_hot_rows(3 * 48 * 4) < hot      # a budget: some hot rows stay sparse
+        partly = [f.score(q) for q in queries]
+        assert f.widen_hot_rows(0) == 0
+        sparse = [f.score(q) for q in queries]
+        for a, b, c in zip(widened, partly, sparse):
+            assert numpy.array_equal(a.view(numpy.uint32), c.view(numpy.uint32))
+            assert numpy.array_equal(b.view(numpy.uint32), c.view(numpy.uint32))
+        assert f.widen_hot_rows() == hot
+        again = f.to_arrays(prune=False)
+        assert numpy.array_equal(again[0], exported[0]) and numpy.array_equal(again[1], exported[1])
+        assert numpy.array_equal(f.sorted_rows(prune=False)[0], keys)
+        assert [f.get(int(keys[i]), 5) for i in range(0, n, 17)] == got
+        copy = pickle.loads(pickle.dumps(f))
+        assert copy.n_dense == hot and numpy.array_equal(copy.score(queries[0]), widened[0])
+        # Training a widened table drops the dense rows and keeps every row's weights.
+        f.add(int(keys[0]), 1, 1.0)
+        assert f.precision is None and f.n_dense == 0
+        assert f.get(int(keys[0]), 1) == pytest.approx(float(exported[1][0, 1]) + 1.0)
+        assert f.get(int(keys[3]), 2) == float(exported[1][3, 2])
+        assert numpy.array_equal(f.sorted_rows(prune=False)[0], keys)
+    finally:
+        weights_module.set_half_conversion(previous)
+
+
+@pytest.mark.parametrize("dtype", [numpy.float32, numpy.float16])
+def test_a_full_row_out_of_class_order_is_still_read_by_its_classes(dtype):
+    # Full rows are added densely only when load found every full row's classes in order.
+    f = AveragedWeights(4, 1)
+    keys = numpy.array([3, 7], dtype=numpy.uint64)
+    indptr = numpy.array([0, 4, 8], dtype=numpy.uint32)
+    ordered = numpy.array([0, 1, 2, 3], dtype=numpy.uint8)
+    values = numpy.array([1, 2, 3, 4, 5, 6, 7, 8], dtype=dtype)
+    f.load_frozen(keys, indptr, numpy.concatenate([ordered, ordered]), values)
+    assert f.score([3, 7]).tolist() == [6.0, 8.0, 10.0, 12.0]
+    f.load_frozen(keys, indptr, numpy.concatenate([ordered, ordered[::-1]]), values)
+    assert f.score([3]).tolist() == [1.0, 2.0, 3.0, 4.0]
+    assert f.score([7]).tolist() == [8.0, 7.0, 6.0, 5.0]
+    for budget in (0, 1 << 20):
+        f.widen_hot_rows(budget)
+        assert f.score([3, 7]).tolist() == [9.0, 9.0, 9.0, 9.0]
