@@ -36,6 +36,15 @@ class BIOLabels(_MixinBase):
         self._label_hashes = [self.vocab.strings.add(label) for label in self.labels]
         self._type_by_hash = {h: k for k, h in enumerate(self._label_hashes)}
 
+    def _label_hashes_for(self, doc) -> List[int]:
+        """The labels' hashes, for Spans of `doc`: a Span's label must be in its Doc's
+        StringStore, so a Doc of another Vocab first gets the label strings (hashes are the
+        same in every Vocab)."""
+        if doc.vocab is not self.vocab:
+            for label in self.labels:
+                doc.vocab.strings.add(label)
+        return self._label_hashes
+
 
 def n_bio_classes(n_types: int) -> int:
     return 1 + 2 * n_types

@@ -69,8 +69,8 @@ class StructuredChunker(BIOLabels, SequenceLabeller):
 
     def set_annotations(self, docs: Iterable[Doc], batch_classes: List[numpy.ndarray]) -> None:
         key = self.cfg["spans_key"]
-        hashes = self._label_hashes
         for doc, chunks in zip(docs, chunks_by_doc(batch_classes)):
+            hashes = self._label_hashes_for(doc)
             doc.spans[key] = [Span(doc, s, e, label=hashes[k]) for s, e, k in chunks]
 
     # Training ----------------------------------------------------------------------------------

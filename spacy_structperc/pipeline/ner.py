@@ -140,9 +140,9 @@ class LatentEntityRecognizer(BIOLabels, SequenceLabeller):
         return numpy.ascontiguousarray(numpy.repeat(allowed, self.n_latent, axis=1))
 
     def set_annotations(self, docs: Iterable[Doc], batch_classes: List[numpy.ndarray]) -> None:
-        hashes = self._label_hashes
         docs = list(docs)
         for doc, chunks in zip(docs, chunks_by_doc(batch_classes)):
+            hashes = self._label_hashes_for(doc)
             preset = list(doc.ents)
             found = [Span(doc, s, e, label=hashes[k]) for s, e, k in chunks]
             if preset:

@@ -523,3 +523,15 @@ def test_clusters_are_read_at_initialize_and_saved_with_the_model(monkeypatch):
     assert reloaded.model.clusters == chunker.model.clusters
     assert (_cluster_columns(reloaded, ["company", "xqzvbnw"]) == values[[0, 2]]).all()
     assert _predict(other) == expected
+
+
+def test_a_doc_of_another_vocab_gets_its_chunks(trained):
+    """A Span's label must be in its Doc's StringStore: chunking a Doc made with another Vocab
+    used to fail with spaCy's E084; the labels are added to that Doc's strings."""
+    from spacy.vocab import Vocab
+
+    expected = [chunks_of(d) for d in trained.pipe(input_docs(trained.vocab))]
+    other = Vocab()
+    docs = list(trained.get_pipe("structperc_chunker").pipe(input_docs(other)))
+    assert [chunks_of(d) for d in docs] == expected
+    assert all(d.vocab is other for d in docs)

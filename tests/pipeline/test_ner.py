@@ -297,3 +297,14 @@ def test_spacy_train_cli_with_the_conll2003_reader(tmp_path):
     for t in doc:
         t.tag_ = "NNP"
     assert ents_of(loaded(doc)) == TRAIN_DATA[1][1]
+
+
+def test_a_doc_of_another_vocab_gets_its_entities(trained):
+    """As for the chunker: entity labels are added to a foreign Doc's strings (was E084)."""
+    from spacy.vocab import Vocab
+
+    texts = [t for t, _ in TRAIN_DATA]
+    expected = [ents_of(d) for d in trained.pipe(Doc(trained.vocab, words=t.split()) for t in texts)]
+    ner = trained.get_pipe("structperc_ner")
+    got = [ents_of(d) for d in ner.pipe(Doc(Vocab(), words=t.split()) for t in texts)]
+    assert got == expected and any(expected)
