@@ -8,7 +8,10 @@ re-training or re-parsing):
    of UD English EWT train, and one on all of train (for dev and test);
 2. ``kbest``: each training sentence parsed by the pipeline that did not see its fold, dev and
    test by the full pipeline (predicted tags throughout); the k-best lists of the beam are cached;
-3. ``rerank``: global features, each learner trained on the jackknifed lists, evaluated on test.
+3. ``rerank``: global features, each learner trained on the jackknifed lists, evaluated on test;
+4. ``lists``: the jackknife check, the 1-best and oracle of the training lists beside dev's and
+   test's; ``ensemble``: a diagnostic of how far the lists' base scores can be improved at all
+   (dev and test candidates rescored by the fold models, see ensemble_stage).
 
 Example (from the repo root)::
 
@@ -490,6 +493,185 @@ def pipeline_stage(paths: Dict[str, str], work: Path, n_folds: int, k_max: int, 
                    replace=lambda r: r["setting"] == setting, errors={})
 
 
+def lists_stage(paths: Dict[str, str], work: Path, n_folds: int, k_max: int, width: int,
+                results: Path) -> None:
+    """The jackknife check: the 1-best and oracle UAS / LAS of the training lists (each from the
+    fold model that did not see its sentence) beside those of the dev and test lists (the full
+    model), the share of lists whose oracle is their first tree, and the base score's spread.
+    Rows of split "train" and "dev" (setting "k-best lists: ..."); all three in the details."""
+    import numpy
+    import spacy
+    import srsly
+
+    import spacy_structperc  # noqa: F401
+
+    nlp = spacy.load(_model_dir(work, "full"))
+    train_gold = C.load_docs(Path(paths["train"]), nlp.vocab)
+    rows: List[Dict[str, Any]] = []
+    details: Dict[str, Any] = {"load_avg_before": C.load_average(), "width": width}
+    for split in ("train", "dev", "test"):
+        if split == "train":
+            names = [f"train-fold{f}" for f in range(n_folds)]
+            raw = _concat_raw([_raw(work, n, k_max, width) for n in names])
+            gold = [d for f in range(n_folds) for i, d in enumerate(train_gold) if fold_of(i, n_folds) == f]
+            raw["classes"] = _classes_of(nlp, raw)   # fold models number their labels their own way
+        else:
+            names = [split]
+            raw = _raw(work, split, k_max, width)
+            gold = C.load_docs(Path(paths[split]), nlp.vocab)
+        made_by = [srsly.read_json(work / "kbest" / f"{n}-k{k_max}-w{width}.json").get("model")
+                   for n in names]
+        lists = _plain_lists(raw)
+        metrics: Dict[str, float] = {}
+        sc = _score_choice(nlp, gold, raw, lists.first())
+        metrics.update({"uas_1best": sc["dep_uas"], "las_1best": sc["dep_las"]})
+        for k in (4, 8, 16):
+            if k > k_max:
+                continue
+            head = lists.head(k)
+            sc = _score_choice(nlp, gold, raw, _global_rows(raw, head, head.oracle()))
+            metrics.update({f"uas_oracle_k{k}": sc["dep_uas"], f"las_oracle_k{k}": sc["dep_las"]})
+            if k == 8:
+                metrics["oracle_is_first_k8"] = float((head.oracle() == head.first()).mean())
+                rel = head.relative_base()
+                metrics["base_gap_k8"] = float(-rel[rel < 0].mean())
+                metrics["list_size_k8"] = float(numpy.diff(head.offsets).mean())
+        metrics["tokens_per_sentence"] = float(raw["n_tok"].mean())
+        details[split] = {"lists_from": made_by, "sentences": int(len(raw["sizes"])),
+                          **{m: round(float(v), 6) for m, v in metrics.items()}}
+        if split != "test":   # test's 1-best and oracles are rows of the rerank part already
+            setting = "k-best lists: " + ("jackknifed (fold models)" if split == "train" else "full model") + \
+                _lists_tag(width)
+            rows += [C.make_row(OURS, setting, m, float(v), dataset=DATASET, split=split)
+                     for m, v in metrics.items()]
+        print(f"  {split} ({', '.join(made_by)}): " + ", ".join(f"{m}={v:.4f}" for m, v in metrics.items()),
+              flush=True)
+    details["load_avg_after"] = C.load_average()
+    C.save_results(results, "reranking", rows, details={"ud_en_ewt lists" + _lists_tag(width): details},
+                   replace=lambda r: r["setting"].startswith("k-best lists: ") and r["system"] == OURS,
+                   errors={}, command=" ".join(["python"] + sys.argv), notes=NOTES)
+
+
+def _plain_lists(raw: Dict[str, Any]):
+    """CandidateLists of cached raw candidates with their base scores and losses, no features."""
+    import numpy
+
+    from spacy_structperc.reranking import CandidateLists
+
+    first = numpy.concatenate([[0], numpy.cumsum(raw["sizes"])])
+    return CandidateLists(first, raw["scores"], raw["loss"],
+                          numpy.zeros((len(raw["scores"]) + 1,), dtype=numpy.int64),
+                          numpy.zeros((0,), dtype=numpy.uint64))
+
+
+def _classes_of(nlp, raw: Dict[str, Any]) -> Any:
+    """The full pipeline parser's classes of cached candidates' labels (their string ids)."""
+    import numpy
+
+    parser = nlp.get_pipe("parser")
+    index = {int(v): i for i, v in enumerate(parser._label_values)}
+    root = len(parser.cfg["labels"])
+    found = numpy.array([index.get(int(v), -1) for v in raw["labels"]], dtype=numpy.int64)
+    if ((found < 0) & (raw["heads"] >= 0)).any():
+        raise ValueError("a fold model's label is unknown to the full model")
+    return numpy.where(raw["heads"] >= 0, found, root)
+
+
+ENSEMBLE_LAMBDAS = (0.0, 0.25, 0.5, 1.0, 2.0, 4.0)
+
+
+def _fold_scores(work: Path, n_folds: int, split: str, gold_path: str, raw: Dict[str, Any], k_max: int,
+                 width: int):
+    """(n_folds, N): every cached candidate of `split` scored by each fold model (the score of its
+    path under that model's weights; NaN where the model lacks one of the tree's labels), cached."""
+    import numpy
+    import spacy
+
+    target = work / "kbest" / f"{split}-fold-scores-k{k_max}-w{width}.npz"
+    if target.exists():
+        with numpy.load(target) as f:
+            return f["scores"]
+    full = spacy.load(_model_dir(work, "full"))
+    gold = C.load_docs(Path(gold_path), full.vocab)
+    docs = C.unannotated_copies(gold, full.vocab)
+    with full.select_pipes(enable=["tagger"]):
+        docs = list(full.pipe(docs, batch_size=1000))   # the tags the candidates were parsed with
+    sizes, n_tok = raw["sizes"], raw["n_tok"]
+    cstart = numpy.concatenate([[0], numpy.cumsum(numpy.repeat(n_tok, sizes))])
+    first = numpy.concatenate([[0], numpy.cumsum(sizes)])
+    out = numpy.full((n_folds, len(raw["scores"])), numpy.nan)
+    for f in range(n_folds):
+        nlp = spacy.load(_model_dir(work, f"fold{f}of{n_folds}"))
+        C.materialize_averages(nlp)
+        parser = nlp.get_pipe("parser")
+        parser.begin_predict()
+        system = parser.system
+        label_of = {int(nlp.vocab.strings.add(l)): i for i, l in enumerate(parser.cfg["labels"])}
+        for i, doc in enumerate(docs):
+            atoms = parser.model.atoms(doc)
+            spans, allow_break = parser._spans(doc)
+            (s0, e0), = spans
+            for j in range(first[i], first[i + 1]):
+                h = raw["heads"][cstart[j]:cstart[j + 1]].astype(numpy.int32)
+                lab = raw["labels"][cstart[j]:cstart[j + 1]]
+                cls = [-1 if h[x] < 0 else label_of.get(int(lab[x]), -3) for x in range(len(h))]
+                if -3 in cls:
+                    continue
+                system.set_sentence(atoms[s0:e0], h, numpy.asarray(cls, dtype=numpy.int32), allow_break)
+                path = system.oracle_path()
+                if path is not None:
+                    out[f, j] = system.score_path(path)
+    numpy.savez(target, scores=out)
+    return out
+
+
+def ensemble_stage(paths: Dict[str, str], work: Path, n_folds: int, k_max: int, width: int, k: int,
+                   results: Path) -> None:
+    """A diagnostic of the lists' ceiling, not a learner: each dev / test candidate scored by the
+    full model (its beam score) plus lambda times the mean score of the fold models, lambda chosen
+    on dev (ENSEMBLE_LAMBDAS). The fold models never saw dev or test; they did see most training
+    sentences, so this cannot be trained on the jackknifed lists and is not a product setting."""
+    import numpy
+    import spacy
+
+    import spacy_structperc  # noqa: F401
+    from spacy_structperc.reranking import choose
+
+    nlp = spacy.load(_model_dir(work, "full"))
+    load_before = C.load_average()
+    chosen_rows, dev_curve = {}, {}
+    for split in ("dev", "test"):
+        raw = _raw(work, split, k_max, width)
+        with C.Timer() as t:
+            folds = _fold_scores(work, n_folds, split, paths[split], raw, k_max, width)
+        first = numpy.concatenate([[0], numpy.cumsum(raw["sizes"])])
+        lists = _plain_lists(raw).head(k)
+        keep = numpy.concatenate([numpy.arange(first[i], first[i] + min(k, raw["sizes"][i]))
+                                  for i in range(len(raw["sizes"]))])
+        with numpy.errstate(all="ignore"):
+            mean = numpy.nanmean(folds[:, keep], axis=0)
+        mean = numpy.where(numpy.isnan(mean), -numpy.inf, mean)
+        chosen_rows[split] = {lam: _global_rows(raw, lists, choose(lists, lists.base + lam * mean))
+                              for lam in ENSEMBLE_LAMBDAS}
+        dev_curve[split] = {str(lam): float(raw["loss"][r].sum()) for lam, r in chosen_rows[split].items()}
+        print(f"  fold scores {split}: {t.seconds:.0f}s; loss by lambda {dev_curve[split]}", flush=True)
+    lam = min(ENSEMBLE_LAMBDAS, key=lambda x: (dev_curve["dev"][str(x)], x))
+    gold = {s: C.load_docs(Path(paths[s]), nlp.vocab) for s in ("dev", "test")}
+    dev_sc = _score_choice(nlp, gold["dev"], _raw(work, "dev", k_max, width), chosen_rows["dev"][lam])
+    test_sc = _score_choice(nlp, gold["test"], _raw(work, "test", k_max, width), chosen_rows["test"][lam])
+    setting = f"diagnostic: full + fold models' scores k={k}{_lists_tag(width)}"
+    metrics = {"dep_uas": test_sc["dep_uas"], "dep_las": test_sc["dep_las"], "dev_uas": dev_sc["dep_uas"],
+               "dev_las": dev_sc["dep_las"], "lambda": lam}
+    rows = [C.make_row(OURS, setting, m, float(v), dataset=DATASET, split="test") for m, v in metrics.items()]
+    print(f"  {setting}: lambda {lam}, " + ", ".join(f"{m}={v:.4f}" for m, v in metrics.items()), flush=True)
+    C.save_results(results, "reranking", rows,
+                   details={f"ud_en_ewt ensemble diagnostic k={k}{_lists_tag(width)}": {
+                       "loss_by_lambda": dev_curve, "lambda": lam, "load_avg_before": load_before,
+                       "load_avg_after": C.load_average()}},
+                   replace=lambda r: r["setting"] == setting, errors={},
+                   command=" ".join(["python"] + sys.argv), notes=NOTES)
+
+
 # ---------------------------------------------------------------------------------------------
 # The chunker (CoNLL-2000): jackknifed k-best BIO sequences, chunk-level global features
 
@@ -721,7 +903,9 @@ def main(argv=None) -> int:
     p.add_argument("--folds", type=int, default=4)
     p.add_argument("--epochs", type=int, default=8, help="max_epochs of every base pipeline")
     p.add_argument("--train-beam", type=int, default=8, help="beam width the base parsers train with")
-    p.add_argument("--only", default="base,kbest,rerank")
+    p.add_argument("--only", default="base,kbest,rerank",
+                   help="parts, comma-separated: base, kbest, rerank, lists (the jackknife check), "
+                        "ensemble (the fold-model diagnostic, at each --rerank-k), pipeline, chunker")
     p.add_argument("--k", type=int, default=16, help="k-best lists cached (k <= this are prefixes)")
     p.add_argument("--width", type=int, default=16, help="beam width of the k-best decoding")
     p.add_argument("--learners", default="perceptron,perceptron dev,boosting,dual tree,dual poly,svm")
@@ -753,6 +937,11 @@ def main(argv=None) -> int:
     if "rerank" in only:
         rerank_stage(paths, work, args.folds, args.k, args.width, [x for x in args.learners.split(",") if x],
                      [int(x) for x in args.rerank_k.split(",")], results, args.quick, groups)
+    if "lists" in only:
+        lists_stage(paths, work, args.folds, args.k, args.width, results)
+    if "ensemble" in only:
+        for k in [int(x) for x in args.rerank_k.split(",")]:
+            ensemble_stage(paths, work, args.folds, args.k, args.width, k, results)
     if "pipeline" in only:
         pipeline_stage(paths, work, args.folds, args.k, args.width, args.pipeline_learner, 8, results, groups)
     if "chunker" in only:
