@@ -609,6 +609,25 @@ def run_timing(args, paths, work, rows, details, errors):
             entry["worker_nice"] = [r.get("worker_nice") for r in runs[setting]]
             summary[f"{setting}_workers"] = entry
         details[f"timing:{comp}:summary{tag}"] = summary
+        for setting in settings:
+            print(f"   {_timing_label(setting) + label}: {_median_of(runs[setting], 'seconds_per_epoch'):.2f} s/epoch; "
+                  + _breakdown_line([r.get("breakdown") for r in runs[setting]]), flush=True)
+
+
+def _breakdown_line(breakdowns: List[Optional[Dict[str, Dict[str, float]]]]) -> str:
+    """One line of the median epoch's breakdown (CPU seconds unless said), first round."""
+    b = next((x for x in breakdowns if x), None)
+    if not b:
+        return "no breakdown"
+    if "update" in b:
+        return ", ".join(f"{k} {b[k]['cpu']:.2f}" for k in ("update", "average", "evaluate", "save") if k in b)
+    return (f"worker prepare {b['worker_prepare']['cpu']:.2f} train {b['worker_train']['cpu']:.2f} "
+            f"(wall {b['worker_train']['wall']:.2f}, {b['worker_train']['nivcsw']:.0f} preemptions) "
+            f"delta {b['worker_delta']['cpu']:.2f} other threads {b['worker_other_cpu']['cpu']:.2f}; "
+            f"driver mix {b['driver_mix_message']['cpu']:.2f} apply {b['driver_apply']['cpu']:.2f} "
+            f"evaluate {b['driver_evaluate']['cpu']:.2f} save {b['driver_save']['cpu']:.2f} "
+            f"process {b['driver_process']['cpu']:.2f}; sync (wall) " +
+            " ".join(f"{k} {v:.2f}" for k, v in b["sync"].items()))
 
 
 def run_annotate(args, paths, work, rows, details, errors):
