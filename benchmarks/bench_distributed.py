@@ -203,16 +203,15 @@ def _median_phases(phases: List[Dict[str, Dict[str, float]]]) -> Dict[str, Dict[
 
 def child_timing(config: str, train: str, dev: str, output: str, workers: int, epochs: int,
                  eval_every: int = 1, worker_nice: Optional[int] = 0) -> Dict[str, Any]:
-    from distributed import Client, LocalCluster
-
+    from spacy_structperc.distributed._dask import dask_client
     from spacy_structperc.distributed.train import train_distributed
 
     load_start = C.load_average()
-    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
-        with Client(cluster) as client:
-            log = train_distributed(config, output, overrides={"paths.train": train, "paths.dev": dev},
-                                    client=client, epochs=epochs, eval_every=eval_every,
-                                    worker_nice=worker_nice)
+    # The LocalCluster train-distributed starts (dask_client: one single-threaded worker process
+    # per shard, its Dask settings).
+    with dask_client("train-distributed", workers=workers) as client:
+        log = train_distributed(config, output, overrides={"paths.train": train, "paths.dev": dev},
+                                client=client, epochs=epochs, eval_every=eval_every, worker_nice=worker_nice)
     rows = log["epochs"]
     # Wall-clock per epoch with its dev evaluation and saving, as the serial baseline counts it.
     steady = [r["wall_seconds"] for r in rows[1:]] or [rows[0]["wall_seconds"]]
@@ -339,26 +338,25 @@ def child_annotate(pipeline: str, texts_path: str, output: str, workers: int,
                    warm_path: Optional[str] = None, partition_size: int = 500) -> Dict[str, Any]:
     import shutil
 
-    from distributed import Client, LocalCluster
-
+    from spacy_structperc.distributed._dask import dask_client
     from spacy_structperc.distributed.annotate import annotate
 
     load_start = C.load_average()
-    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
-        with Client(cluster) as client:
-            # Load the pipeline on every worker first: the figure is the steady throughput. As a
-            # task, not client.run: the parser's decoding state is per thread, and tasks run in
-            # the worker's executor thread.
-            workers = sorted(client.scheduler_info()["workers"])
-            client.gather([client.submit(_warm, pipeline, warm_path, workers=[w], allow_other_workers=False,
-                                         pure=False, key=f"warm-{i}") for i, w in enumerate(workers)])
-            shutil.rmtree(output, ignore_errors=True)
-            # The driver process's CPU while annotating: planning, the client and (LocalCluster)
-            # the scheduler, which share the cores with the workers.
-            driver_cpu = time.process_time()
-            summary = annotate(pipeline, texts_path, output, client=client, partition_size=partition_size,
-                               progress=False)
-            summary["driver_cpu"] = time.process_time() - driver_cpu
+    # The LocalCluster the annotate command starts (dask_client).
+    with dask_client("annotate", workers=workers) as client:
+        # Load the pipeline on every worker first: the figure is the steady throughput. As a
+        # task, not client.run: the parser's decoding state is per thread, and tasks run in
+        # the worker's executor thread.
+        workers = sorted(client.scheduler_info()["workers"])
+        client.gather([client.submit(_warm, pipeline, warm_path, workers=[w], allow_other_workers=False,
+                                     pure=False, key=f"warm-{i}") for i, w in enumerate(workers)])
+        shutil.rmtree(output, ignore_errors=True)
+        # The driver process's CPU while annotating: planning, the client and (LocalCluster)
+        # the scheduler, which share the cores with the workers.
+        driver_cpu = time.process_time()
+        summary = annotate(pipeline, texts_path, output, client=client, partition_size=partition_size,
+                           progress=False)
+        summary["driver_cpu"] = time.process_time() - driver_cpu
     summary["partition_size"] = partition_size
     summary["load_average_start"] = load_start
     summary["load_average"] = C.load_average()
