@@ -20,7 +20,14 @@ One run, on UD English EWT (gold tokenization, one Doc per sentence; XPOS in ``t
 
 Timing and annotate run every setting ``--rounds`` times in interleaved rounds (each round in
 another order) and report medians, so load from other jobs on a shared machine falls on all
-settings alike; every run records the load average at its start and end.
+settings alike; every run records the load average at its start and end. The clusters are the
+ones the commands start (``distributed._dask.dask_client``). Every timing run records where an
+epoch's time went (``breakdown``: serial update/average/evaluate/save; per worker the task's
+prepare/train/delta wall and CPU seconds, preemptions and page faults, and the CPU of the
+worker's other threads; the driver's mix message/apply/evaluate/save and its process CPU; the
+sync gaps between epochs), printed per setting at the end of the part; annotate runs record the
+workers' CPU by phase (pipeline, DocBin, writing) and the driver's CPU. ``--compare-nice`` adds
+the most workers with their training threads at nice 3 (``train_distributed(worker_nice=3)``).
 
 Writes ``benchmarks/results/distributed.json`` and ``distributed_mixing.png``. Timings are only
 meaningful on an otherwise idle machine: each detail records the load average.
@@ -29,7 +36,8 @@ meaningful on an otherwise idle machine: each detail records the load average.
     python benchmarks/bench_distributed.py --parts accuracy --components parser --parser-epochs 4 \
         --parser-shards 2 --variants sent1,mistakes       # the parser with one sentence per Doc, mistake mixing
     python benchmarks/bench_distributed.py --parts testdocs --components parser   # parser test read as documents
-    python benchmarks/bench_distributed.py --parts timing --components tagger --rounds 2 --eval-every 1,4
+    python benchmarks/bench_distributed.py --parts timing --components tagger --rounds 2 --eval-every 1,4 \
+        --compare-nice
     python benchmarks/bench_distributed.py --parts annotate --rounds 2   # needs runs/accuracy-parser-1
     python benchmarks/bench_distributed.py --quick            # smoke run on slices
     python benchmarks/bench_distributed.py --plots-only
