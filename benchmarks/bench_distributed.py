@@ -20,7 +20,14 @@ One run, on UD English EWT (gold tokenization, one Doc per sentence; XPOS in ``t
 
 Timing and annotate run every setting ``--rounds`` times in interleaved rounds (each round in
 another order) and report medians, so load from other jobs on a shared machine falls on all
-settings alike; every run records the load average at its start and end.
+settings alike; every run records the load average at its start and end. The clusters are the
+ones the commands start (``distributed._dask.dask_client``). Every timing run records where an
+epoch's time went (``breakdown``: serial update/average/evaluate/save; per worker the task's
+prepare/train/delta wall and CPU seconds, preemptions and page faults, and the CPU of the
+worker's other threads; the driver's mix message/apply/evaluate/save and its process CPU; the
+sync gaps between epochs), printed per setting at the end of the part; annotate runs record the
+workers' CPU by phase (pipeline, DocBin, writing) and the driver's CPU. ``--compare-nice`` adds
+the most workers with their training threads at nice 3 (``train_distributed(worker_nice=3)``).
 
 Writes ``benchmarks/results/distributed.json`` and ``distributed_mixing.png``. Timings are only
 meaningful on an otherwise idle machine: each detail records the load average.
@@ -29,7 +36,8 @@ meaningful on an otherwise idle machine: each detail records the load average.
     python benchmarks/bench_distributed.py --parts accuracy --components parser --parser-epochs 4 \
         --parser-shards 2 --variants sent1,mistakes       # the parser with one sentence per Doc, mistake mixing
     python benchmarks/bench_distributed.py --parts testdocs --components parser   # parser test read as documents
-    python benchmarks/bench_distributed.py --parts timing --components tagger --rounds 2 --eval-every 1,4
+    python benchmarks/bench_distributed.py --parts timing --components tagger --rounds 2 --eval-every 1,4 \
+        --compare-nice
     python benchmarks/bench_distributed.py --parts annotate --rounds 2   # needs runs/accuracy-parser-1
     python benchmarks/bench_distributed.py --quick            # smoke run on slices
     python benchmarks/bench_distributed.py --plots-only
@@ -140,8 +148,9 @@ def child_serial(config: str, train: str, dev: str, output: str, epochs: int, ev
     seconds, update_seconds, scores = [], [], []
     best = None
     Path(output).mkdir(parents=True, exist_ok=True)
-    cpu = []
+    cpu, phases = [], []
     for epoch in range(1, epochs + 1):
+        marks = [("", _now())]
         start, cpu_start = time.perf_counter(), time.process_time()
         for _, pipe in nlp.pipeline:
             if hasattr(pipe, "start_epoch"):
@@ -151,38 +160,70 @@ def child_serial(config: str, train: str, dev: str, output: str, epochs: int, ev
             nlp.update(batch, sgd=False, losses={}, exclude=T["frozen_components"],
                        annotates=T["annotating_components"])
         update_seconds.append(time.perf_counter() - start)
+        marks.append(("update", _now()))
         if epoch % eval_every == 0 or epoch == epochs:
             for _, pipe in nlp.pipeline:
                 weights = getattr(getattr(pipe, "model", None), "weights", None)
                 if hasattr(weights, "average"):
                     weights.average()
+            marks.append(("average", _now()))
             scores.append(evaluate()[0])
+            marks.append(("evaluate", _now()))
             if best is None or scores[-1] > best:
                 best = scores[-1]
                 nlp.to_disk(Path(output) / "model-best")
+            marks.append(("save", _now()))
         seconds.append(time.perf_counter() - start)
         cpu.append(time.process_time() - cpu_start)
+        phases.append(_phases(marks))
     steady = seconds[1:] or seconds
     return {"train_seconds": seconds, "update_seconds": update_seconds, "cpu_seconds": cpu,
-            "cpu_per_epoch": statistics.median(cpu[1:] or cpu),
+            "cpu_per_epoch": statistics.median(cpu[1:] or cpu), "phases": phases,
+            "breakdown": _median_phases(phases[1:] or phases),
             "seconds_per_epoch": statistics.median(steady), "dev_scores": scores,
             "load_average_start": load_start, "load_average": C.load_average()}
 
 
-def child_timing(config: str, train: str, dev: str, output: str, workers: int, epochs: int,
-                 eval_every: int = 1) -> Dict[str, Any]:
-    from distributed import Client, LocalCluster
+def _now() -> tuple:
+    """(wall clock, this process's CPU seconds)."""
+    return time.perf_counter(), time.process_time()
 
+
+def _phases(marks) -> Dict[str, Dict[str, float]]:
+    """Wall and CPU seconds between consecutive (name, _now()) marks, by the later mark's name."""
+    return {name: {"wall": round(b[0] - a[0], 4), "cpu": round(b[1] - a[1], 4)}
+            for (_, a), (name, b) in zip(marks, marks[1:])}
+
+
+def _median_phases(phases: List[Dict[str, Dict[str, float]]]) -> Dict[str, Dict[str, float]]:
+    """Per phase and figure, the median over the epochs (0 for an epoch without the phase: the
+    evaluation and saving of the epochs that do not evaluate; a figure an epoch's phase lacks,
+    such as the last epoch's time to submit the next, is left out)."""
+    out: Dict[str, Dict[str, float]] = {}
+    for name in dict.fromkeys(n for p in phases for n in p):
+        fields = dict.fromkeys(f for p in phases for f in p.get(name, {}))
+        out[name] = {}
+        for f in fields:
+            values = [p[name][f] if name in p else 0.0 for p in phases if name not in p or f in p[name]]
+            out[name][f] = round(statistics.median(values), 4)
+    return out
+
+
+def child_timing(config: str, train: str, dev: str, output: str, workers: int, epochs: int,
+                 eval_every: int = 1, worker_nice: Optional[int] = 0) -> Dict[str, Any]:
+    from spacy_structperc.distributed._dask import dask_client
     from spacy_structperc.distributed.train import train_distributed
 
     load_start = C.load_average()
-    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
-        with Client(cluster) as client:
-            log = train_distributed(config, output, overrides={"paths.train": train, "paths.dev": dev},
-                                    client=client, epochs=epochs, eval_every=eval_every)
+    # The LocalCluster train-distributed starts (dask_client: one single-threaded worker process
+    # per shard, its Dask settings).
+    with dask_client("train-distributed", workers=workers) as client:
+        log = train_distributed(config, output, overrides={"paths.train": train, "paths.dev": dev},
+                                client=client, epochs=epochs, eval_every=eval_every, worker_nice=worker_nice)
     rows = log["epochs"]
     # Wall-clock per epoch with its dev evaluation and saving, as the serial baseline counts it.
     steady = [r["wall_seconds"] for r in rows[1:]] or [rows[0]["wall_seconds"]]
+    breakdown = _timing_breakdown(rows)
     keep = ("epoch", "wall_seconds", "train_seconds", "mix_seconds", "shard_seconds", "shard_phases", "shard_phases_cpu",
             "delta_mb", "mix_mb",
             "worker_peak_rss_mb", "score", "driver_cpu", "driver_phases_cpu", "mix_message_cpu", "shard_task_cpu", "shard_process_cpu")
@@ -190,8 +231,58 @@ def child_timing(config: str, train: str, dev: str, output: str, workers: int, e
             "idle_estimate": _idle_estimate([{k: r.get(k) for k in keep} for r in rows]),
             "worker_peak_rss_mb": max(max(r["worker_peak_rss_mb"]) for r in rows),
             "dev_scores": [r["score"] for r in rows], "epochs": [{k: r[k] for k in keep} for r in rows],
-            "resent_full_base": log["resent_full_base"],
+            "resent_full_base": log["resent_full_base"], "worker_nice": log.get("worker_nice"),
+            "phases": breakdown, "breakdown": _median_phases(breakdown[1:] or breakdown),
             "load_average_start": load_start, "load_average": C.load_average()}
+
+
+def _timing_breakdown(rows: List[Dict[str, Any]]) -> List[Dict[str, Dict[str, float]]]:
+    """Per epoch, where the time went (wall and CPU seconds; worker figures are the mean over
+    the shards):
+
+    * worker_prepare / worker_train / worker_delta: the task's phases (bringing the tables to
+      the mix; the updates; reading the change journal), the task thread's wall and CPU, its
+      preemptions (nivcsw) and minor page faults;
+    * worker_other_cpu: the worker process's CPU outside the task thread (Dask's event loop,
+      receiving the mix, sending the delta), from the end of its last task to the end of this one;
+    * driver_mix_message / driver_apply / driver_evaluate / driver_save: the driver's main thread
+      (CPU); driver_process: the driver process's CPU over the epoch (all threads: the scheduler
+      and client of the LocalCluster too);
+    * sync: wall seconds from the last shard's end to the driver having the results (late when
+      the driver was still evaluating), from there to the next epoch submitted (the mix message),
+      and from there to the first shard of the next epoch starting.
+    """
+    out: List[Dict[str, Dict[str, float]]] = []
+    last_end: Dict[int, float] = {}
+    for i, r in enumerate(rows):
+        usage = r.get("shard_phases_usage")
+        clock = r.get("clock")
+        if not usage or not clock:
+            return out
+        epoch: Dict[str, Dict[str, float]] = {}
+        for phase in ("prepare", "train", "delta"):
+            epoch[f"worker_{phase}"] = {f: round(statistics.mean(u[phase][f] for u in usage), 4)
+                                        for f in ("wall", "cpu", "nivcsw", "minflt")}
+        other = []
+        for (pid, cpu_start), (_, cpu_end), u in zip(r["shard_process_cpu_start"], r["shard_process_cpu"], usage):
+            task_thread = sum(u[ph]["cpu"] for ph in u)
+            since = last_end.get(pid, cpu_start)
+            other.append(cpu_end - since - task_thread)
+            last_end[pid] = cpu_end
+        epoch["worker_other_cpu"] = {"cpu": round(statistics.mean(other), 4)}
+        for phase, cpu in r["driver_phases_cpu"].items():
+            epoch[f"driver_{phase}"] = {"cpu": round(cpu, 4)}
+        epoch["driver_process"] = {"cpu": round(r["driver_cpu"], 4)}
+        shard_end = max(c[2] for c in clock["shards"])
+        sync = {"results_late": round(clock["collected"] - shard_end, 4)}
+        if clock.get("submitted") is not None:
+            sync["mix_to_submit"] = round(clock["submitted"] - clock["collected"], 4)
+            if i + 1 < len(rows) and rows[i + 1].get("clock"):
+                sync["submit_to_start"] = round(min(c[0] for c in rows[i + 1]["clock"]["shards"]) - clock["submitted"], 4)
+        epoch["sync"] = sync
+        epoch["epoch"] = {"wall": round(r["wall_seconds"], 4)}
+        out.append(epoch)
+    return out
 
 
 def _idle_estimate(rows: List[Dict[str, Any]], cores: int = 2) -> Optional[Dict[str, Any]]:
@@ -252,24 +343,29 @@ def _warm(pipeline: str, warm_path: Optional[str] = None) -> None:
 
 
 def child_annotate(pipeline: str, texts_path: str, output: str, workers: int,
-                   warm_path: Optional[str] = None) -> Dict[str, Any]:
+                   warm_path: Optional[str] = None, partition_size: int = 500) -> Dict[str, Any]:
     import shutil
 
-    from distributed import Client, LocalCluster
-
+    from spacy_structperc.distributed._dask import dask_client
     from spacy_structperc.distributed.annotate import annotate
 
     load_start = C.load_average()
-    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
-        with Client(cluster) as client:
-            # Load the pipeline on every worker first: the figure is the steady throughput. As a
-            # task, not client.run: the parser's decoding state is per thread, and tasks run in
-            # the worker's executor thread.
-            workers = sorted(client.scheduler_info()["workers"])
-            client.gather([client.submit(_warm, pipeline, warm_path, workers=[w], allow_other_workers=False,
-                                         pure=False, key=f"warm-{i}") for i, w in enumerate(workers)])
-            shutil.rmtree(output, ignore_errors=True)
-            summary = annotate(pipeline, texts_path, output, client=client, partition_size=500, progress=False)
+    # The LocalCluster the annotate command starts (dask_client).
+    with dask_client("annotate", workers=workers) as client:
+        # Load the pipeline on every worker first: the figure is the steady throughput. As a
+        # task, not client.run: the parser's decoding state is per thread, and tasks run in
+        # the worker's executor thread.
+        workers = sorted(client.scheduler_info()["workers"])
+        client.gather([client.submit(_warm, pipeline, warm_path, workers=[w], allow_other_workers=False,
+                                     pure=False, key=f"warm-{i}") for i, w in enumerate(workers)])
+        shutil.rmtree(output, ignore_errors=True)
+        # The driver process's CPU while annotating: planning, the client and (LocalCluster)
+        # the scheduler, which share the cores with the workers.
+        driver_cpu = time.process_time()
+        summary = annotate(pipeline, texts_path, output, client=client, partition_size=partition_size,
+                           progress=False)
+        summary["driver_cpu"] = time.process_time() - driver_cpu
+    summary["partition_size"] = partition_size
     summary["load_average_start"] = load_start
     summary["load_average"] = C.load_average()
     return summary
@@ -411,18 +507,40 @@ def _median_of(runs: List[Dict[str, Any]], key: str) -> float:
     return statistics.median(r[key] for r in runs)
 
 
+def _timing_setting(setting: str):
+    """(workers, worker_nice) of a timing setting: "serial" (0 workers), "2" (train_distributed's
+    default priority), "2-nice3" (the workers' training threads at nice 3)."""
+    if setting == "serial":
+        return 0, None
+    workers, _, nice = setting.partition("-nice")
+    return int(workers), (int(nice) if nice else None)
+
+
+def _timing_label(setting: str) -> str:
+    workers, nice = _timing_setting(setting)
+    if workers == 0:
+        return "serial (one process, no Dask)"
+    return f"{workers} worker{'s' if workers > 1 else ''}" + ("" if nice is None else f", workers at nice {nice}")
+
+
 def run_timing(args, paths, work, rows, details, errors):
     """Serial training (one process, no Dask) and LocalClusters of 1, 2, ... workers, in
-    interleaved rounds; per setting the median over rounds of the median epoch (after the first)."""
+    interleaved rounds; per setting the median over rounds of the median epoch (after the first),
+    and the median breakdown of an epoch (see `_timing_breakdown`, `child_serial`)."""
     for comp, eval_every in [(c, e) for c in args.components for e in args.eval_every]:
-        settings = [0] + args.workers[comp]            # 0: the serial baseline
-        runs: Dict[int, List[Dict[str, Any]]] = {w: [] for w in settings}
+        settings = ["serial"] + [str(w) for w in args.workers[comp]]
+        if args.compare_nice and eval_every == 1:
+            # The same workers yielding to the driver's evaluation (train_distributed's worker_nice,
+            # at the value its automatic choice uses: distributed.train.WORKER_NICE).
+            settings.append(f"{max(args.workers[comp])}-nice3")
+        runs: Dict[str, List[Dict[str, Any]]] = {w: [] for w in settings}
         tag = "" if eval_every == 1 else f":e{eval_every}"
         label = "" if eval_every == 1 else (", dev evaluation after the last epoch only" if eval_every >= args.timing_epochs
                                             else f", dev evaluation every {eval_every} epochs")
-        for i, workers in enumerate(_rounds(settings, args.rounds)):
+        for i, setting in enumerate(_rounds(settings, args.rounds)):
             r = i // len(settings)
-            key = f"timing:{comp}:{'serial' if workers == 0 else workers}:r{r}{tag}"
+            workers, nice = _timing_setting(setting)
+            key = f"timing:{comp}:{setting}:r{r}{tag}"
             print(f"== {key}", flush=True)
             common = dict(config=str(C.REPO_ROOT / "configs" / CONFIGS[comp]), train=str(paths["train"]),
                           dev=str(paths["dev"]), output=str(work / "runs" / key.replace(":", "-")),
@@ -433,54 +551,89 @@ def run_timing(args, paths, work, rows, details, errors):
                 if workers == 0:
                     res = _child("child_serial", common, work / "logs" / f"{key.replace(':', '-')}.log")
                 else:
-                    res = _child("child_timing", dict(common, workers=workers),
-                                 work / "logs" / f"{key.replace(':', '-')}.log")
+                    kwargs = dict(common, workers=workers)
+                    if nice is not None:
+                        kwargs["worker_nice"] = nice
+                    res = _child("child_timing", kwargs, work / "logs" / f"{key.replace(':', '-')}.log")
             except Exception as e:
                 errors[key] = str(e)[-2000:]
                 print(errors[key])
                 continue
             details[key] = res
-            runs[workers].append(res)
+            runs[setting].append(res)
             print(f"   {res['seconds_per_epoch']:.2f} s/epoch, load {res.get('load_average_start')}"
                   f"->{res.get('load_average')}", flush=True)
-        if not runs[0] or not all(runs[w] for w in args.workers[comp]):
+        if not all(runs.values()):
             continue
-        serial = _median_of(runs[0], "seconds_per_epoch")
-        serial_rss = max(r["peak_rss_self_mb"] for r in runs[0])
-        one = _median_of(runs[1], "seconds_per_epoch") if runs.get(1) else None
+        serial = _median_of(runs["serial"], "seconds_per_epoch")
+        serial_rss = max(r["peak_rss_self_mb"] for r in runs["serial"])
+        one = _median_of(runs["1"], "seconds_per_epoch") if runs.get("1") else None
         ds, sys_ = f"{DATASET} (timing)", f"structperc_{comp}"
         loads = [x for w in settings for r in runs[w] for x in (r.get("load_average_start"), r.get("load_average"))
                  if x is not None]
-        summary = {"serial_seconds_per_epoch": serial, "serial_peak_rss_mb": serial_rss,
-                   "rounds": args.rounds, "load_average_min": min(loads), "load_average_max": max(loads)}
+        summary: Dict[str, Any] = {
+            "serial_seconds_per_epoch": serial, "serial_peak_rss_mb": serial_rss,
+            "rounds": args.rounds, "load_average_min": min(loads), "load_average_max": max(loads),
+            "eval_every": eval_every,
+            "what_an_epoch_includes": (
+                "serial: the updates over the whole training set, then (when it evaluates) averaging the "
+                "weights, the dev evaluation (spaCy's evaluation callback, which reads the dev corpus) and "
+                "saving model-best when the score improved. N workers: the same updates split over N shards "
+                "(each worker's task: bring its tables to the mix, train, read its change journal), the "
+                "driver's mix message, then (overlapping the next epoch's training) the driver applying the "
+                "mix, averaging, the same evaluation and the same saving; the seconds of an epoch are the "
+                "driver's wall clock from one epoch's end to the next (epochs after the first)."),
+        }
 
         def add(setting, metric, value):
             rows.append({"system": sys_, "setting": setting, "dataset": ds, "split": "test", "metric": metric,
                          "value": value})
 
-        add("serial (one process, no Dask)" + label, "seconds_per_epoch", serial)
-        add("serial (one process, no Dask)" + label, "speedup", 1.0)
-        add("serial (one process, no Dask)" + label, "peak_rss_mb", serial_rss)
-        for w in args.workers[comp]:
-            setting = f"{w} worker{'s' if w > 1 else ''}" + label
-            sec = _median_of(runs[w], "seconds_per_epoch")
-            rss = max(r["worker_peak_rss_mb"] for r in runs[w])
-            add(setting, "seconds_per_epoch", sec)
-            add(setting, "speedup", serial / sec)
+        serial_cpu = [r["cpu_per_epoch"] for r in runs["serial"] if r.get("cpu_per_epoch")]
+        for setting in settings:
+            name = _timing_label(setting) + label
+            sec = _median_of(runs[setting], "seconds_per_epoch")
+            entry: Dict[str, Any] = {"seconds_per_epoch": sec,
+                                     "per_round": [r["seconds_per_epoch"] for r in runs[setting]],
+                                     "breakdown_per_round": [r.get("breakdown") for r in runs[setting]]}
+            add(name, "seconds_per_epoch", sec)
+            add(name, "speedup", serial / sec)
+            if setting == "serial":
+                add(name, "peak_rss_mb", serial_rss)
+                entry["cpu_per_epoch_per_round"] = serial_cpu
+                summary["serial"] = entry
+                continue
+            rss = max(r["worker_peak_rss_mb"] for r in runs[setting])
             if one:
-                add(setting, "speedup_vs_1_worker", one / sec)
-            add(setting, "worker_peak_rss_mb", rss)
-            est = [r["idle_estimate"]["seconds_per_epoch"] for r in runs[w] if r.get("idle_estimate")]
-            serial_cpu = [r["cpu_per_epoch"] for r in runs[0] if r.get("cpu_per_epoch")]
+                add(name, "speedup_vs_1_worker", one / sec)
+            add(name, "worker_peak_rss_mb", rss)
+            est = [r["idle_estimate"]["seconds_per_epoch"] for r in runs[setting] if r.get("idle_estimate")]
             if est and serial_cpu:
-                add(setting, "est_idle_speedup", statistics.median(serial_cpu) / statistics.median(est))
-            add(setting, "worker_rss_vs_serial", rss / serial_rss)
-            summary[f"{w}_workers"] = {"seconds_per_epoch": sec, "worker_peak_rss_mb": rss,
-                                       "per_round": [r["seconds_per_epoch"] for r in runs[w]]}
-        summary["serial_per_round"] = [r["seconds_per_epoch"] for r in runs[0]]
-        summary["serial_cpu_per_epoch_per_round"] = [r.get("cpu_per_epoch") for r in runs[0]]
-        summary["eval_every"] = eval_every
+                add(name, "est_idle_speedup", statistics.median(serial_cpu) / statistics.median(est))
+            add(name, "worker_rss_vs_serial", rss / serial_rss)
+            entry["worker_peak_rss_mb"] = rss
+            entry["worker_nice"] = [r.get("worker_nice") for r in runs[setting]]
+            summary[f"{setting}_workers"] = entry
         details[f"timing:{comp}:summary{tag}"] = summary
+        for setting in settings:
+            print(f"   {_timing_label(setting) + label}: {_median_of(runs[setting], 'seconds_per_epoch'):.2f} s/epoch; "
+                  + _breakdown_line([r.get("breakdown") for r in runs[setting]]), flush=True)
+
+
+def _breakdown_line(breakdowns: List[Optional[Dict[str, Dict[str, float]]]]) -> str:
+    """One line of the median epoch's breakdown (CPU seconds unless said), first round."""
+    b = next((x for x in breakdowns if x), None)
+    if not b:
+        return "no breakdown"
+    if "update" in b:
+        return ", ".join(f"{k} {b[k]['cpu']:.2f}" for k in ("update", "average", "evaluate", "save") if k in b)
+    return (f"worker prepare {b['worker_prepare']['cpu']:.2f} train {b['worker_train']['cpu']:.2f} "
+            f"(wall {b['worker_train']['wall']:.2f}, {b['worker_train']['nivcsw']:.0f} preemptions) "
+            f"delta {b['worker_delta']['cpu']:.2f} other threads {b['worker_other_cpu']['cpu']:.2f}; "
+            f"driver mix {b['driver_mix_message']['cpu']:.2f} apply {b['driver_apply']['cpu']:.2f} "
+            f"evaluate {b['driver_evaluate']['cpu']:.2f} save {b['driver_save']['cpu']:.2f} "
+            f"process {b['driver_process']['cpu']:.2f}; sync (wall) " +
+            " ".join(f"{k} {v:.2f}" for k, v in b["sync"].items()))
 
 
 def run_annotate(args, paths, work, rows, details, errors):
@@ -591,6 +744,9 @@ def main() -> None:
     parser.add_argument("--eval-every", default="1",
                         help="timing: dev evaluation every N epochs (and after the last), for serial and "
                              "train-distributed alike; several values run several timing sets, e.g. 1,4")
+    parser.add_argument("--compare-nice", action="store_true",
+                        help="timing: also run the most workers with their training threads at nice 3 "
+                             "(worker_nice; with an evaluation every epoch)")
     parser.add_argument("--rounds", type=int, default=2,
                         help="timing and annotate: interleaved rounds of every setting (medians reported)")
     parser.add_argument("--no-warm", dest="warm", action="store_false",

@@ -69,7 +69,12 @@ def add_docs(db, docs: Iterable) -> None:
 
     string_ids = list(intify_attrs({a: 0 for a in _STRING_ATTRS}).keys())
     n_attrs = len(db.attrs)
-    columns = list(db.attrs) + [SPACY] + string_ids    # one to_array call per Doc
+    # One to_array call per Doc: the DocBin's attributes, SPACY, and the string attributes it
+    # does not store (none with the default attributes: each string column is read only once).
+    extra = [a for a in string_ids if a not in db.attrs]
+    columns = list(db.attrs) + [SPACY] + extra
+    where = {a: i for i, a in enumerate(columns)}
+    string_cols = numpy.asarray([where[a] for a in string_ids], dtype=numpy.intp)
     seen: List[numpy.ndarray] = []
     vocab = None
     for doc in docs:
@@ -78,7 +83,7 @@ def add_docs(db, docs: Iterable) -> None:
         db.tokens.append(array[:, :n_attrs])
         db.spaces.append(array[:, n_attrs:n_attrs + 1].astype(bool))
         db.flags.append({"has_unknown_spaces": doc.has_unknown_spaces})
-        seen.append(array[:, n_attrs + 1:].reshape(-1))
+        seen.append(array[:, string_cols].reshape(-1))
         db.cats.append(doc.cats)
         if db.store_user_data:
             db.user_data.append(pack_user_data(doc.user_data))

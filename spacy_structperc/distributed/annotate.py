@@ -218,11 +218,17 @@ def annotate_partition(part: Dict[str, Any], pipeline: str, output: str, jsonl: 
     lines: List[str] = []
     n_words = 0
     pending: List[Tuple[Dict, Any]] = []
+    # CPU seconds of this thread: the pipeline, and building the DocBin (and JSON lines).
+    cpu = {"pipeline": 0.0, "docbin": 0.0}
 
     def flush():
         nonlocal n_words
         done = []
-        for ident, doc, error in _annotate(nlp, pending, batch_size):
+        at = time.thread_time()
+        annotated = _annotate(nlp, pending, batch_size)
+        cpu["pipeline"] += time.thread_time() - at
+        at = time.thread_time()
+        for ident, doc, error in annotated:
             if error is not None:
                 errors.append({**ident, "reason": error})
                 continue
@@ -234,6 +240,7 @@ def annotate_partition(part: Dict[str, Any], pipeline: str, output: str, jsonl: 
                 lines.append(json.dumps(doc_to_json(doc, ident), ensure_ascii=False))
         add_docs(docs, done)
         pending.clear()
+        cpu["docbin"] += time.thread_time() - at
 
     for ident, x, error in _records(part, nlp):
         if error is not None:
@@ -243,7 +250,7 @@ def annotate_partition(part: Dict[str, Any], pipeline: str, output: str, jsonl: 
         if len(pending) >= batch_size:
             flush()
     flush()
-    annotated = time.perf_counter()
+    annotated, write_cpu = time.perf_counter(), time.thread_time()
     _write_atomic(fs, base + ".errors.jsonl", "".join(json.dumps(e) + "\n" for e in errors).encode("utf8"))
     if jsonl:
         _write_atomic(fs, base + ".jsonl", "".join(line + "\n" for line in lines).encode("utf8"))
@@ -253,7 +260,9 @@ def annotate_partition(part: Dict[str, Any], pipeline: str, output: str, jsonl: 
             "seconds": time.perf_counter() - start, "pid": os.getpid(),
             "cpu": time.thread_time() - cpu_start,
             "phases": {"load": loaded - start, "annotate": annotated - loaded,
-                       "write": time.perf_counter() - annotated}}
+                       "write": time.perf_counter() - annotated},
+            # The rest of annotate's CPU is reading the input records.
+            "phases_cpu": {**cpu, "write": time.thread_time() - write_cpu}}
 
 
 # The driver ------------------------------------------------------------------------------------
@@ -313,5 +322,6 @@ def annotate(pipeline: str, input: str, output: str, *, client, partition_size: 
             "docs": sum(r["docs"] for r in results), "errors": sum(r["errors"] for r in results),
             "words": words, "seconds": seconds, "words_per_second": words / seconds if seconds else 0.0,
             "worker_phases": {k: sum(r["phases"][k] for r in results) for k in ("load", "annotate", "write")},
+            "worker_phases_cpu": {k: sum(r["phases_cpu"][k] for r in results) for k in ("pipeline", "docbin", "write")},
             "worker_cpu": {str(pid): sum(r["cpu"] for r in results if r["pid"] == pid)
                            for pid in sorted({r["pid"] for r in results})}}

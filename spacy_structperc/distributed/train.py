@@ -18,6 +18,7 @@ import json
 import os
 import random
 import resource
+import sys
 import threading
 import time
 import uuid
@@ -162,9 +163,65 @@ def _process_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+_USAGE_FIELDS = ("wall", "cpu", "user", "sys", "minflt", "nivcsw", "migrations", "process_cpu")
+
+
+def _migrations() -> float:
+    """How often the scheduler moved this thread to another core (Linux; 0 elsewhere)."""
+    try:
+        with open("/proc/thread-self/sched", "rb") as f:
+            for line in f:
+                if line.startswith(b"se.nr_migrations"):
+                    return float(line.split(b":")[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0.0
+
+
+def _usage() -> Tuple[float, ...]:
+    """Now: wall clock, this thread's CPU (user + sys, user, sys), its minor page faults,
+    involuntary context switches (preemptions) and moves to another core, and the whole
+    process's CPU (all threads: Dask's event loop, (de)serialization)."""
+    p = resource.getrusage(resource.RUSAGE_SELF)
+    who = getattr(resource, "RUSAGE_THREAD", None)
+    if who is None:       # no per-thread usage (macOS): the thread's CPU only
+        cpu = time.thread_time()
+        return (time.perf_counter(), cpu, cpu, 0.0, 0.0, 0.0, 0.0, p.ru_utime + p.ru_stime)
+    t = resource.getrusage(who)
+    return (time.perf_counter(), t.ru_utime + t.ru_stime, t.ru_utime, t.ru_stime, float(t.ru_minflt),
+            float(t.ru_nivcsw), _migrations(), p.ru_utime + p.ru_stime)
+
+
+def _phase_usage(marks: Sequence[Tuple[str, Tuple[float, ...]]]) -> Dict[str, Dict[str, float]]:
+    """Per phase (between consecutive marks) the differences of `_usage`."""
+    return {name: {f: round(b - a, 6) for f, a, b in zip(_USAGE_FIELDS, before, after)}
+            for (_, before), (name, after) in zip(marks, marks[1:])}
+
+
+def _yield_to_driver(nice: int) -> None:
+    """Lower this thread's scheduling priority to `nice` (Linux: per thread, so the worker's event
+    loop keeps its own and answers the driver promptly). Raising a nice value needs no privilege;
+    where threads have no priority of their own this does nothing."""
+    if nice <= 0 or not hasattr(os, "setpriority") or not sys.platform.startswith("linux"):
+        return
+    tid = threading.get_native_id()
+    try:
+        if os.getpriority(os.PRIO_PROCESS, tid) < nice:
+            os.setpriority(os.PRIO_PROCESS, tid, nice)
+    except OSError:
+        pass
+
+
+def _thread_nice() -> Optional[int]:
+    try:
+        return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    except (AttributeError, OSError):
+        return None
+
+
 def _train_shard(payload, update, shard_url, epoch, shard_index, fallback):
-    start = time.perf_counter()
-    cpu_start = time.thread_time()
+    _yield_to_driver(int(payload.get("worker_nice", 0)))
+    u_start, clock_start = _usage(), time.time()
     state = _worker_state(payload)
     names = payload["mixed"]
     try:
@@ -189,27 +246,32 @@ def _train_shard(payload, update, shard_url, epoch, shard_index, fallback):
     order = list(examples)
     random.Random(f"{payload['seed']}:{epoch}:{shard_index}").shuffle(order)
     losses: Dict[str, float] = {}
-    ready, ready_cpu = time.perf_counter(), time.thread_time()
+    u_ready = _usage()
     for batch in _batches(payload, order):
         nlp.update(batch, sgd=False, losses=losses, exclude=payload["frozen"],
                    annotates=payload["annotating"])
-    trained, trained_cpu = time.perf_counter(), time.thread_time()
+    u_trained = _usage()
     deltas = {name: shard_delta(table) for name, table in tables.items()}
     state["version"], state["holds"] = version, shard_index
-    done, done_cpu = time.perf_counter(), time.thread_time()
+    usage = _phase_usage([("", u_start), ("prepare", u_ready), ("train", u_trained), ("delta", _usage())])
     return {
         "deltas": deltas,
         "mistakes": {name: float(losses.get(name, 0.0)) for name in names},
         "examples": len(order),
         "words": sum(len(eg.reference) for eg in order),
-        "seconds": done - start,
-        "phases": {"prepare": ready - start, "train": trained - ready, "delta": done - trained},
-        "phases_cpu": {"prepare": ready_cpu - cpu_start, "train": trained_cpu - ready_cpu, "delta": done_cpu - trained_cpu},
-        "task_cpu": time.thread_time() - cpu_start,   # CPU seconds of this task's thread
+        "seconds": sum(u["wall"] for u in usage.values()),
+        "phases": {phase: u["wall"] for phase, u in usage.items()},
+        "phases_cpu": {phase: u["cpu"] for phase, u in usage.items()},
+        "phases_usage": usage,                        # the task thread's figures by phase (see _usage)
+        "task_cpu": sum(u["cpu"] for u in usage.values()),   # CPU seconds of this task's thread
+        "process_cpu_start": u_start[-1],             # the worker process's CPU seconds at the start
+        # Wall clock (time.time()): start, trained, end.
+        "clock": [clock_start, clock_start + (u_trained[0] - u_start[0]), time.time()],
         "process_cpu": _process_cpu(),                # the worker process's CPU seconds so far
         "delta_mb": sum(message_nbytes(d) for d in deltas.values()) / 1e6,
         "peak_rss_mb": _peak_rss_mb(),
         "pid": os.getpid(),
+        "nice": _thread_nice(),
     }
 
 
@@ -321,6 +383,27 @@ class DaskExecutor:
 
 # The driver ------------------------------------------------------------------------------------
 
+WORKER_NICE = 3   # two workers at nice 3 weigh about as much as the driver at 0 (CFS weights 526 vs 1024)
+
+
+def _worker_nice(client, worker_nice: Optional[int]) -> int:
+    """The nice value of the workers' training threads: `worker_nice` if given; else WORKER_NICE
+    when the workers are processes of a LocalCluster made in this process with at least one
+    worker per core (they compete with the driver), else 0."""
+    if worker_nice is not None:
+        if isinstance(worker_nice, bool) or not isinstance(worker_nice, int) or not 0 <= worker_nice <= 19:
+            raise ValueError(Errors.S012.format(setting="worker_nice", name="train-distributed",
+                                                requirement="an integer from 0 to 19", value=worker_nice))
+        return worker_nice
+    if client is None:
+        return 0
+    from distributed import LocalCluster
+
+    if not isinstance(getattr(client, "cluster", None), LocalCluster):
+        return 0
+    return WORKER_NICE if len(client.scheduler_info()["workers"]) >= (os.cpu_count() or 1) else 0
+
+
 def _score_row(scores: Dict[str, Any], keys: Sequence[str]) -> List[str]:
     out = []
     for key in keys:
@@ -334,14 +417,23 @@ def train_distributed(config_path, output, *, overrides: Optional[Dict[str, Any]
                       shard_dir: Optional[str] = None, epochs: Optional[int] = None,
                       simulate: bool = False, printer: Optional[Callable[[str], None]] = print,
                       on_epoch: Optional[Callable[[Dict[str, Any], Any], None]] = None,
-                      eval_every: int = 1) -> Dict[str, Any]:
+                      eval_every: int = 1, worker_nice: Optional[int] = 0) -> Dict[str, Any]:
     """Train the pipeline of `config_path` by iterative parameter mixing; save `model-best` and
     `model-last` under `output`. With `client`, shards train on its cluster (one shard per worker
     unless `n_shards`); with `simulate`, all shards train in this process one after another.
     The mix is evaluated on the dev set every `eval_every` epochs and after the last (as
     `spacy train`'s eval_frequency spaces evaluations); `model-best` is the best evaluated mix.
     `on_epoch(row, nlp)` is called after every epoch's mix (and evaluation). Returns the log
-    (also written to `output/ipm_log.json`)."""
+    (also written to `output/ipm_log.json`).
+
+    While the shards of the next epoch train, the driver evaluates and saves the last mix, and
+    collects the shards when it is done. When the workers share this machine's cores with the
+    driver, each process gets an equal share: the workers finish first and then wait for the
+    driver's evaluation with a core idle. `worker_nice` runs the workers' training threads at
+    that nice value (0, the default: their own priority; None: `WORKER_NICE` when the workers
+    are processes of a LocalCluster made in this process with at least one worker per core),
+    so the driver gets a core and finishes with them. Whether that pays depends on the machine
+    (benchmarks/bench_distributed.py --compare-nice measures it)."""
     from spacy import util
     from spacy.schemas import ConfigSchemaTraining
     from spacy.training.initialize import init_nlp
@@ -353,6 +445,7 @@ def train_distributed(config_path, output, *, overrides: Optional[Dict[str, Any]
     if isinstance(eval_every, bool) or not isinstance(eval_every, int) or eval_every < 1:
         raise ValueError(Errors.S012.format(setting="eval_every", name="train-distributed",
                                             requirement="a positive integer", value=eval_every))
+    nice = _worker_nice(client, worker_nice)
     output = Path(output)
     output.mkdir(parents=True, exist_ok=True)
     config = util.load_config(config_path, overrides=overrides or {}, interpolate=False)
@@ -378,6 +471,7 @@ def train_distributed(config_path, output, *, overrides: Optional[Dict[str, Any]
         "token": token, "config": nlp.config.to_str(), "nlp": nlp.to_bytes(),
         "frozen": frozen, "annotating": annotating, "mixed": [name for name, _ in pipes], "seed": T["seed"] if T["seed"] is not None else 0,
         "batch_words": batcher_size if isinstance(batcher_size, int) else 1000,
+        "worker_nice": nice,
     }
     executor = SequentialExecutor(payload, urls) if client is None else DaskExecutor(client, payload, urls)
     del payload
@@ -393,7 +487,8 @@ def train_distributed(config_path, output, *, overrides: Optional[Dict[str, Any]
                   *[k.upper() for k in score_keys], "SCORE"]
         printer("  ".join(f"{h:>12}" for h in header))
     log: Dict[str, Any] = {"config": str(config_path), "run": token, "n_shards": n_shards, "mixing": mixing,
-                           "n_workers": executor.n_workers, "epochs": []}
+                           "n_workers": executor.n_workers, "worker_nice": executor.payload["worker_nice"],
+                           "epochs": []}
     best = None
     try:
         # Epoch e+1's shards are submitted as soon as epoch e's mix message exists: they train
@@ -404,8 +499,10 @@ def train_distributed(config_path, output, *, overrides: Optional[Dict[str, Any]
         handle = executor.submit(_full_update(0, pipes), 1, lambda: _full_update(0, pipes))
         epoch_start, driver_cpu = submitted, _process_cpu()
         for epoch in range(1, n_epochs + 1):
+            clock_collect = time.time()
             results = executor.collect(handle)
             waited = time.perf_counter()
+            clock_collected, clock_submitted = time.time(), None
             mix_cpu_start = time.thread_time()
             stats = [{k: v for k, v in r.items() if k != "deltas"} for r in results]
             mixes = {}
@@ -419,6 +516,7 @@ def train_distributed(config_path, output, *, overrides: Optional[Dict[str, Any]
                 submitted = time.perf_counter()
                 handle = executor.submit({"version": epoch, "kind": "delta", "mixes": mixes}, epoch + 1,
                                          lambda v=epoch: _full_update(v, pipes))
+            clock_submitted = time.time()
             evaluating = epoch % eval_every == 0 or epoch == n_epochs
             for name, pipe in pipes:
                 apply_mix(pipe.model.weights, mixes[name])
@@ -441,6 +539,13 @@ def train_distributed(config_path, output, *, overrides: Optional[Dict[str, Any]
                    "shard_words": [s["words"] for s in stats],
                    "shard_phases": [s["phases"] for s in stats],
                    "shard_phases_cpu": [s["phases_cpu"] for s in stats],
+                   "shard_phases_usage": [s["phases_usage"] for s in stats],
+                   "shard_nice": [s["nice"] for s in stats],
+                   "shard_process_cpu_start": [[s["pid"], s["process_cpu_start"]] for s in stats],
+                   # Wall clock (time.time()): the driver started waiting for the shards, had their
+                   # results, had submitted the next epoch; each shard's task start, trained, end.
+                   "clock": {"collect": clock_collect, "collected": clock_collected, "submitted": clock_submitted,
+                             "shards": [s["clock"] for s in stats]},
                    "mix_seconds": mix_seconds,
                    "mix_message_cpu": mix_cpu,
                    "shard_task_cpu": [s["task_cpu"] for s in stats],

@@ -169,3 +169,24 @@ def test_two_workers_mixing_in_place_save_the_bytes_of_two_shards_trained_in_tur
     a = (tmp_path / "dask" / "model-last" / "tagger" / "model").read_bytes()
     b = (tmp_path / "sim" / "model-last" / "tagger" / "model").read_bytes()
     assert a == b
+
+
+def test_workers_sharing_the_drivers_cores_train_at_a_lower_priority(tmp_path, cluster, toy_corpus, toy_config):
+    """worker_nice=None: a LocalCluster of this process with a worker per core competes with the
+    driver's evaluation, so the training threads run at nice WORKER_NICE (with more cores than
+    workers, at their own priority)."""
+    from spacy_structperc.distributed.train import WORKER_NICE
+
+    log = train_distributed(toy_config, tmp_path / "out", overrides=_overrides(toy_corpus), client=cluster,
+                            epochs=1, printer=None, worker_nice=None)
+    # The workers start at this process's nice value (a test run may itself be niced).
+    own = os.getpriority(os.PRIO_PROCESS, 0)
+    expected = max(own, WORKER_NICE) if 2 >= (os.cpu_count() or 1) else own
+    assert log["worker_nice"] == (WORKER_NICE if 2 >= (os.cpu_count() or 1) else 0)
+    assert log["epochs"][0]["shard_nice"] == [expected, expected]
+
+
+@pytest.mark.parametrize("value", [-1, 20, True, 2.0])
+def test_worker_nice_must_be_a_nice_value(tmp_path, toy_config, value):
+    with pytest.raises(ValueError, match="S012"):
+        train_distributed(toy_config, tmp_path / "out", simulate=True, worker_nice=value, printer=None)
