@@ -136,3 +136,78 @@ def test_decoding_with_the_cache_equals_decoding_without_it(decoder, param, cach
         assert system.type_cache_entries > 0 if on else system.type_cache_entries == 0
     # Random float weights: no exact ties, so the summation order changes nothing here.
     assert numpy.array_equal(out[True], out[False])
+
+
+# The parser: templates that read only atoms of one address (s0w, q0t, s0l's word, ...) are
+# summed once per (address, token) of the bound span.
+
+def _frozen_parser(rng, n_labels=3, cache=True):
+    from spacy_structperc._core.arcstandard import ArcStandardSystem, ParseTemplates
+    from spacy_structperc.parser_model import parser_atoms, parser_templates
+    specs = parser_templates()
+    atoms_names = parser_atoms(specs)
+    templates = ParseTemplates(specs, atoms_names)
+    w = AveragedWeights(2 + 2 * n_labels, 1 << 12)
+    trainer = ArcStandardSystem(templates, w, n_labels)
+    sentences = [rng.integers(1, 6, size=(int(rng.integers(1, 12)), len(atoms_names))).astype(numpy.uint64)
+                 for _ in range(8)]
+    for atoms in sentences:
+        trainer.set_sentence(atoms)
+        state = trainer.initial_state()
+        while not trainer.final(state):
+            for key in trainer.state_features(state).tolist():
+                if rng.random() < 0.8:
+                    w.add(key, int(rng.integers(w.n_classes)), float(rng.normal()))
+            valid = [a for a in range(trainer.n_actions) if trainer.is_valid_action(state, a)]
+            state = trainer.step(state, int(rng.choice(valid)))
+    w.next_example()
+    k, dense = w.to_arrays()
+    counts, cols, values, scales = sparse_rows(dense, "float16")
+    f = AveragedWeights(w.n_classes, 1)
+    f.load_frozen(k, numpy.concatenate([[0], numpy.cumsum(counts)]).astype(numpy.uint32), cols, values, scales)
+    systems = {}
+    for on in (False, True):
+        tagging.set_type_cache(on)
+        systems[on] = ArcStandardSystem(templates, f, n_labels)
+    return f, systems, sentences
+
+
+def test_parser_scores_with_the_address_cache_equal_the_sum_of_every_templates_row(cache_on):
+    rng = numpy.random.default_rng(11)
+    f, systems, sentences = _frozen_parser(rng)
+    walk = numpy.random.default_rng(12)
+    n_states = 0
+    for atoms in sentences:
+        for system in systems.values():
+            system.set_sentence(atoms)
+        assert systems[True].bound_with_type_cache and not systems[False].bound_with_type_cache
+        state = systems[True].initial_state()
+        while not systems[True].final(state):
+            keys = systems[True].state_features(state)
+            assert numpy.array_equal(keys, systems[False].state_features(state))   # updates see every key
+            brute = f.score(keys)
+            cached, plain = systems[True].action_scores(state), systems[False].action_scores(state)
+            finite = numpy.isfinite(plain)
+            assert numpy.array_equal(finite, numpy.isfinite(cached))
+            assert numpy.array_equal(plain[finite], brute[finite])                 # template order, to the bit
+            assert numpy.allclose(cached[finite], brute[finite], rtol=1e-5, atol=1e-5)
+            valid = [a for a in range(systems[True].n_actions) if systems[True].is_valid_action(state, a)]
+            state = systems[True].step(state, int(walk.choice(valid)))
+            n_states += 1
+    assert n_states > 30
+
+
+def test_parser_decodes_the_same_with_and_without_the_address_cache(cache_on):
+    from spacy_structperc._core import batch
+    rng = numpy.random.default_rng(13)
+    f, systems, sentences = _frozen_parser(rng)
+    atoms = numpy.concatenate(sentences)
+    ends = numpy.cumsum([len(s) for s in sentences])
+    spans = numpy.stack([ends - [len(s) for s in sentences], ends, numpy.zeros(len(ends), dtype=numpy.int64)], axis=1)
+    out = {}
+    for on, system in systems.items():
+        heads = numpy.full(len(atoms), -1, dtype=numpy.int64)
+        labels = numpy.full(len(atoms), -1, dtype=numpy.int64)
+        batch.parse(system, "greedy", 1, atoms, spans, 64, heads, labels)
+        out[on] = (heads, labels)
+    assert numpy.array_equal(out[True][0], out[False][0]) and numpy.array_equal(out[True][1], out[False][1])
