@@ -71,27 +71,7 @@ cdef class ArcStandardSystem(TransitionSystem):
     cdef int64_t* cache_version
     cdef weight_t* cache_scores
 
-    # Address cache (loaded weights only): templates that read only atoms of one address (s0,
-    # q0, s0's children, ...) score the same for a token wherever it stands there, so their
-    # summed rows are kept per (address, token) for the bound span and reused by every state.
-    cdef ParseTemplateC* group_tpl     # grouped by address, group g = [group_start[g], group_start[g + 1])
-    cdef int* group_start
-    cdef int* group_addr
-    cdef int n_groups
-    cdef ParseTemplateC* mixed_tpl
-    cdef int n_mixed
-    cdef public bint use_type_cache    # read when a span is bound
-    cdef bint bound_cached
-    cdef weight_t* addr_vec            # n_groups x (addr_cap + 1) x n_actions
-    cdef int64_t* addr_stamp_of        # n_groups x (addr_cap + 1)
-    cdef size_t addr_cap
-    cdef int64_t addr_stamp            # changes with every bind and every weights change
-    cdef int64_t addr_wversion
-
     cdef int* arr(self, const void* state, int k) noexcept nogil
-    cdef int _extract_from(self, const ParseTemplateC* tpls, int n_tpl, const void* state,
-                           const int* tok, hash_t* keys) noexcept nogil
-    cdef const weight_t* addr_vector(self, int g, int i, const void* state) noexcept nogil
     cdef void bind(self, const atom_t* atoms, int n, bint allow_break) noexcept nogil
     cdef int apply(self, const int* actions, int n_actions, char* state) noexcept nogil
     cdef void resolve(self, const void* state, int* tok) noexcept nogil

@@ -27,9 +27,6 @@ class ArcStandardSystem(TransitionSystem):
     label_candidates: int
     allow_break: bool
     has_gold: bool
-    use_type_cache: bool
-    @property
-    def bound_with_type_cache(self) -> bool: ...
     def __init__(self, templates: ParseTemplates, weights: AveragedWeights, n_labels: int,
                  label_candidates: int = ...) -> None: ...
     def set_sentence(self, atoms: ArrayLike, heads: Optional[ArrayLike] = ...,

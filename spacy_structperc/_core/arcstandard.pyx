@@ -31,17 +31,16 @@ the s0-s1 distance; attributes are atom-table columns (word, tag, ...) or struct
 left / right valency). A position that does not exist reads a per-position NONE value, so
 "s2 is empty" is a feature; an absent atom (0) fires no feature, as in templates.pyx.
 """
-from libc.stdlib cimport calloc, free, realloc
+from libc.stdlib cimport calloc, free
 from libc.string cimport memcpy, memset
 from libc.math cimport INFINITY
 import numpy
 
 from .typedefs cimport hash_t, atom_t, weight_t
-from libc.stdint cimport int64_t
 from .templates cimport MAX_PARTS, hash_combine, mix64
 from .templates import _seed
 from .transition cimport TransitionSystem
-from .weights cimport AveragedWeights, FROZEN_NONE
+from .weights cimport AveragedWeights
 
 ADDRESSES = {"s0": ADDR_S0, "s1": ADDR_S1, "s2": ADDR_S2, "q0": ADDR_Q0, "q1": ADDR_Q1,
              "q2": ADDR_Q2, "s0l": ADDR_S0L, "s0r": ADDR_S0R, "s0l2": ADDR_S0L2,
@@ -149,54 +148,9 @@ cdef class ArcStandardSystem(TransitionSystem):
             raise MemoryError()
         for i in range(CACHE_SIZE):
             self.cache_version[i] = -1
-        self._split_templates()
-        from .tagging import type_cache
-        self.use_type_cache = type_cache()
         self.set_sentence(numpy.zeros((0, self.n_cols), dtype=numpy.uint64))
 
-    def _split_templates(self):
-        cdef int t, p, k
-        cdef ParseTemplateC* tpl
-        groups, mixed = {}, []
-        for t in range(self.templates.n):
-            tpl = &self.templates.c[t]
-            addrs = {tpl.addr[p] for p in range(tpl.n_parts)}
-            if (tpl.n_parts >= 1 and len(addrs) == 1 and all(tpl.attr[p] >= 0 for p in range(tpl.n_parts))
-                    and ADDR_DIST not in addrs):
-                groups.setdefault(addrs.pop(), []).append(t)
-            else:
-                mixed.append(t)
-        order = sorted(groups)
-        self.n_groups, self.n_mixed = len(order), len(mixed)
-        self.group_tpl = <ParseTemplateC*>calloc(max(1, self.templates.n), sizeof(ParseTemplateC))
-        self.mixed_tpl = <ParseTemplateC*>calloc(max(1, self.templates.n), sizeof(ParseTemplateC))
-        self.group_start = <int*>calloc(self.n_groups + 1, sizeof(int))
-        self.group_addr = <int*>calloc(max(1, self.n_groups), sizeof(int))
-        if not (self.group_tpl and self.mixed_tpl and self.group_start and self.group_addr):
-            raise MemoryError()
-        for k, t in enumerate(mixed):
-            self.mixed_tpl[k] = self.templates.c[t]
-        k = 0
-        for g, a in enumerate(order):
-            self.group_addr[g] = a
-            self.group_start[g] = k
-            for t in groups[a]:
-                self.group_tpl[k] = self.templates.c[t]
-                k += 1
-        self.group_start[self.n_groups] = k
-
-    @property
-    def bound_with_type_cache(self):
-        """Whether the bound span is scored through the address cache."""
-        return bool(self.bound_cached)
-
     def __dealloc__(self):
-        free(self.group_tpl)
-        free(self.mixed_tpl)
-        free(self.group_start)
-        free(self.group_addr)
-        free(self.addr_vec)
-        free(self.addr_stamp_of)
         free(self._keys)
         free(self.cache_sig)
         free(self.cache_version)
@@ -232,25 +186,6 @@ cdef class ArcStandardSystem(TransitionSystem):
         self.allow_break = allow_break
         self.complete_gold = False
         self.state_size = sizeof(ParseStateC) + N_ARRAYS * max(n, 1) * sizeof(int)
-        self.bound_cached = (self.use_type_cache and self.n_groups > 0
-                             and self.weights.frozen_type != FROZEN_NONE)
-        self.addr_stamp += 1
-        cdef size_t cap
-        cdef void* v
-        cdef void* st
-        if self.bound_cached and <size_t>n > self.addr_cap:
-            cap = max(<size_t>n, 2 * self.addr_cap, <size_t>64)
-            v = realloc(self.addr_vec, self.n_groups * (cap + 1) * self.n_actions * sizeof(weight_t))
-            if v != NULL:
-                self.addr_vec = <weight_t*>v
-            st = realloc(self.addr_stamp_of, self.n_groups * (cap + 1) * sizeof(int64_t))
-            if st != NULL:
-                self.addr_stamp_of = <int64_t*>st
-            if v != NULL and st != NULL:
-                memset(self.addr_stamp_of, 0, self.n_groups * (cap + 1) * sizeof(int64_t))
-                self.addr_cap = cap
-            else:
-                self.bound_cached = False     # short of memory: score without the cache
 
     cdef int apply(self, const int* actions, int n_actions, char* state) noexcept nogil:
         """Apply `actions` from the initial state in `state` (state_size bytes); return 0 when
@@ -394,21 +329,17 @@ cdef class ArcStandardSystem(TransitionSystem):
 
     cdef int extract(self, const void* state, hash_t* keys) noexcept nogil:
         cdef int tok[N_ADDR]
-        if self.n_tokens == 0:
-            return 0
-        self.resolve(state, tok)
-        return self._extract_from(self.templates.c, self.templates.n, state, tok, keys)
-
-    cdef int _extract_from(self, const ParseTemplateC* tpls, int n_tpl, const void* state,
-                           const int* tok, hash_t* keys) noexcept nogil:
         cdef int t, p, i, attr, n = 0
         cdef hash_t h, value
         cdef const ParseTemplateC* tpl
         cdef const int* labels = self.arr(state, A_LABEL)
         cdef const int* nl = self.arr(state, A_NL)
         cdef const int* nr = self.arr(state, A_NR)
-        for t in range(n_tpl):
-            tpl = &tpls[t]
+        if self.n_tokens == 0:
+            return 0
+        self.resolve(state, tok)
+        for t in range(self.templates.n):
+            tpl = &self.templates.c[t]
             h = tpl.seed
             for p in range(tpl.n_parts):
                 i = tok[tpl.addr[p]]
@@ -433,61 +364,23 @@ cdef class ArcStandardSystem(TransitionSystem):
                 n += 1
         return n
 
-    cdef const weight_t* addr_vector(self, int g, int i, const void* state) noexcept nogil:
-        """The summed rows of group g's templates for token i (-1: none) at the group's address,
-        computed on first use in the bound span."""
-        cdef size_t idx = <size_t>g * (self.addr_cap + 1) + <size_t>(i + 1)
-        cdef weight_t* vec = &self.addr_vec[idx * self.n_actions]
-        cdef int tok[N_ADDR]
-        cdef int n
-        if self.addr_stamp_of[idx] != self.addr_stamp:
-            tok[self.group_addr[g]] = i
-            n = self._extract_from(&self.group_tpl[self.group_start[g]],
-                                   self.group_start[g + 1] - self.group_start[g], state, tok, self._keys)
-            memset(vec, 0, self.n_actions * sizeof(weight_t))
-            self.weights.add_rows(self._keys, n, vec)
-            self.addr_stamp_of[idx] = self.addr_stamp
-        return vec
-
     cdef void score(self, const void* state, weight_t* scores) noexcept nogil:
         cdef int a, n, g, L = self.n_labels
         cdef weight_t keep_gold = 0
         cdef hash_t sig = 0x84222325cbf29ce4ULL
-        cdef int slot, c
-        cdef int tok[N_ADDR]
-        cdef int64_t stamp = self.weights.version
-        cdef const weight_t* vec
-        if self.bound_cached and self.n_tokens > 0:
-            # Mixed templates' keys plus the token at each group's address; entries are valid
-            # for this bind only (stamps below -1, apart from the weights versions).
-            if self.addr_wversion != self.weights.version:
-                self.addr_wversion = self.weights.version
-                self.addr_stamp += 1
-            stamp = -2 - self.addr_stamp
-            self.resolve(state, tok)
-            n = self._extract_from(self.mixed_tpl, self.n_mixed, state, tok, self._keys)
-            for a in range(n):
-                sig = _combine(sig, self._keys[a])
-            for g in range(self.n_groups):
-                sig = _combine(sig, <hash_t>(tok[self.group_addr[g]] + 2))
-        else:
-            n = self.extract(state, self._keys)
-            for a in range(n):
-                sig = _combine(sig, self._keys[a])
+        cdef int slot
+        n = self.extract(state, self._keys)
+        for a in range(n):
+            sig = _combine(sig, self._keys[a])
         slot = <int>(mix64(sig) & (CACHE_SIZE - 1))
-        if self.cache_sig[slot] == sig and self.cache_version[slot] == stamp:
+        if self.cache_sig[slot] == sig and self.cache_version[slot] == self.weights.version:
             memcpy(scores, &self.cache_scores[slot * self.n_actions], self.n_actions * sizeof(weight_t))
         else:
             memset(scores, 0, self.n_actions * sizeof(weight_t))
             self.weights.add_rows(self._keys, n, scores)
-            if self.bound_cached and self.n_tokens > 0:
-                for g in range(self.n_groups):
-                    vec = self.addr_vector(g, tok[self.group_addr[g]], state)
-                    for c in range(self.n_actions):
-                        scores[c] += vec[c]
             memcpy(&self.cache_scores[slot * self.n_actions], scores, self.n_actions * sizeof(weight_t))
             self.cache_sig[slot] = sig
-            self.cache_version[slot] = stamp
+            self.cache_version[slot] = self.weights.version
         cdef const ParseStateC* st = <const ParseStateC*>state
         if not self.is_valid(state, SHIFT):
             scores[SHIFT] = -INFINITY

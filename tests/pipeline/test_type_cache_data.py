@@ -82,33 +82,3 @@ def test_loaded_latent_ner_agrees_with_and_without_the_type_cache(data_dir, requ
                              lambda d: [t.ent_iob_ + t.ent_type_ for t in d])
     assert sum(tag != "O" for doc in out[False] for tag in doc) > 1000   # it finds entities
     assert _agreement(out) >= MIN_AGREEMENT
-
-
-@pytest.mark.slow
-def test_loaded_parser_agrees_with_and_without_the_address_cache(data_dir, tmp_path):
-    ewt = data_dir / "ud_en_ewt"
-    nlp = spacy.blank("en")
-    nlp.add_pipe("structperc_parser", config={"lookahead_depth": 1, "min_feature_freq": 2})
-    tagged = lambda d: Doc(nlp.vocab, words=[t.text for t in d], tags=[t.tag_ for t in d])
-    train = [Example(tagged(d), d) for d in read_conllu(ewt / "en_ewt-ud-train.conllu", 1000)]
-    dev = [Example(tagged(d), d) for d in read_conllu(ewt / "en_ewt-ud-dev.conllu", 600)]
-    _train(nlp, train, 1, "structperc_parser")
-    nlp.to_disk(tmp_path / "parser")
-    out = {}
-    previous = tagging.type_cache()
-    try:
-        for on in (False, True):
-            tagging.set_type_cache(on)
-            loaded = spacy.load(tmp_path / "parser")     # the switch is read when a system is built
-            docs = [Doc(loaded.vocab, words=[t.text for t in eg.reference], tags=[t.tag_ for t in eg.reference])
-                    for eg in dev]
-            out[on] = [[(t.head.i, t.dep_) for t in doc] for doc in loaded.pipe(docs, batch_size=256)]
-            assert loaded.get_pipe("structperc_parser").system.bound_with_type_cache == on
-    finally:
-        tagging.set_type_cache(previous)
-    gold = [(t.head.i, t.dep_) for eg in dev for t in eg.reference]
-    flat = {on: [x for doc in out[on] for x in doc] for on in out}
-    uas = {on: numpy.mean([p[0] == g[0] for p, g in zip(flat[on], gold)]) for on in flat}
-    assert uas[False] > 0.7, uas
-    assert numpy.mean([a == b for a, b in zip(flat[False], flat[True])]) >= MIN_AGREEMENT
-    assert abs(uas[True] - uas[False]) <= MAX_ACCURACY_CHANGE, uas
