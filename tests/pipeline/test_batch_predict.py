@@ -244,3 +244,21 @@ def test_atom_batches_equal_the_python_definition_on_random_strings():
         _check_batches(extractor, docs)
 
     check()
+
+
+def test_loaded_pipeline_threads_agree_with_one_thread_through_the_type_cache(nlp, small_windows, tmp_path):
+    # A loaded model scores through each thread's own word-type cache, whose entries do not
+    # depend on what that thread decoded before: every thread and batch size gives one answer.
+    import spacy
+    from spacy_structperc._core import tagging
+    assert tagging.type_cache()
+    nlp.to_disk(tmp_path / "nlp")
+    loaded = spacy.load(tmp_path / "nlp")
+    expected = [annotations(d) for d in loaded.pipe(make_docs(loaded, tagged=False), batch_size=1000)]
+    assert loaded.get_pipe("structperc_tagger").system.type_cache_entries > 0
+    sizes = (1, 7, 1000)
+    results = run_threads(lambda k: [annotations(d) for d in loaded.pipe(make_docs(loaded, tagged=False),
+                                                                         batch_size=sizes[k])],
+                          len(sizes), 3)
+    for per_thread in results:
+        assert per_thread == [expected] * len(sizes)
