@@ -158,14 +158,19 @@ def test_nlp_pipe_gives_the_single_doc_results_at_every_batch_size(nlp, small_wi
     assert any(ents for _, _, _, ents, _, _ in expected) and any(chunks for *_, chunks, _ in expected)
 
 
-def test_threads_with_different_batch_sizes_agree_with_one_thread(nlp, small_windows):
+def check_threads_agree_with_one_thread(nlp, sizes):
+    """Three threads, each running nlp.pipe at every batch size of `sizes`, give the one-thread
+    annotations."""
     expected = [annotations(d) for d in nlp.pipe(make_docs(nlp, tagged=False), batch_size=1000)]
-    sizes = (1, 5, 1000)
     results = run_threads(lambda k: [annotations(d) for d in nlp.pipe(make_docs(nlp, tagged=False),
                                                                       batch_size=sizes[k])],
                           len(sizes), 3)
     for per_thread in results:
         assert per_thread == [expected] * len(sizes)
+
+
+def test_threads_with_different_batch_sizes_agree_with_one_thread(nlp, small_windows):
+    check_threads_agree_with_one_thread(nlp, (1, 5, 1000))
 
 
 # Atoms: the C gather against the Python definition ---------------------------------------------
@@ -254,11 +259,5 @@ def test_loaded_pipeline_threads_agree_with_one_thread_through_the_type_cache(nl
     assert tagging.type_cache()
     nlp.to_disk(tmp_path / "nlp")
     loaded = spacy.load(tmp_path / "nlp")
-    expected = [annotations(d) for d in loaded.pipe(make_docs(loaded, tagged=False), batch_size=1000)]
+    check_threads_agree_with_one_thread(loaded, (1, 7, 1000))
     assert loaded.get_pipe("structperc_tagger").system.type_cache_entries > 0
-    sizes = (1, 7, 1000)
-    results = run_threads(lambda k: [annotations(d) for d in loaded.pipe(make_docs(loaded, tagged=False),
-                                                                         batch_size=sizes[k])],
-                          len(sizes), 3)
-    for per_thread in results:
-        assert per_thread == [expected] * len(sizes)
