@@ -806,7 +806,12 @@ cdef class AveragedWeights:
         self._avg_valid = True
 
     def set_use_averages(self, bint value):
-        """Score with the averaged weights (prediction) or the current weights (training)."""
+        """Score with the averaged weights (prediction) or the current weights (training).
+        Setting the value it already has changes nothing, the version included: every predict
+        call sets it, and a new version would empty the score caches keyed on it (a loaded
+        model's word-type cache) at every batch."""
+        if value == self.use_averages:
+            return
         self.use_averages = value
         self.version += 1
 

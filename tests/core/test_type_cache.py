@@ -136,3 +136,15 @@ def test_decoding_with_the_cache_equals_decoding_without_it(decoder, param, cach
         assert system.type_cache_entries > 0 if on else system.type_cache_entries == 0
     # Random float weights: no exact ties, so the summation order changes nothing here.
     assert numpy.array_equal(out[True], out[False])
+
+
+def test_setting_use_averages_to_its_value_keeps_the_version():
+    # Every predict call sets use_averages; a new version would empty the word-type cache (and
+    # every other score cache keyed on the version) at each batch.
+    w = AveragedWeights(3, 16)
+    w.set_use_averages(True)
+    v = w.version
+    w.set_use_averages(True)
+    assert w.version == v
+    w.set_use_averages(False)
+    assert w.version == v + 1

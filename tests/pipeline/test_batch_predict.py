@@ -261,3 +261,16 @@ def test_loaded_pipeline_threads_agree_with_one_thread_through_the_type_cache(nl
     loaded = spacy.load(tmp_path / "nlp")
     check_threads_agree_with_one_thread(loaded, (1, 7, 1000))
     assert loaded.get_pipe("structperc_tagger").system.type_cache_entries > 0
+
+
+def test_predict_calls_keep_a_loaded_models_weights_version(nlp, tmp_path):
+    # The word-type cache lives as long as the weights' version: predict calls must not bump it.
+    import spacy
+    nlp.to_disk(tmp_path / "nlp")
+    loaded = spacy.load(tmp_path / "nlp")
+    list(loaded.pipe(make_docs(loaded, tagged=False), batch_size=5))
+    versions = [pipe.model.weights.version for _, pipe in loaded.pipeline]
+    entries = loaded.get_pipe("structperc_tagger").system.type_cache_entries
+    list(loaded.pipe(make_docs(loaded, tagged=False), batch_size=5))
+    assert [pipe.model.weights.version for _, pipe in loaded.pipeline] == versions
+    assert loaded.get_pipe("structperc_tagger").system.type_cache_entries == entries > 0
