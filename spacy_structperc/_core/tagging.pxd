@@ -38,7 +38,38 @@ cdef class TagSystem(TransitionSystem):
     cdef weight_t* pure_cache         # (n_actions + 1)^2 x n_actions
     cdef int64_t* pure_version        # (n_actions + 1)^2
 
+    # Word-type cache (loaded weights only): static templates whose atoms all sit at one offset
+    # d score the same wherever the same atom values stand at i + d, so their summed class
+    # scores are kept per (offset, values) in an open-addressing table private to this system
+    # (each thread has its own), keyed by a 128-bit fingerprint of the values; a position then
+    # adds one cached vector per offset instead of probing each template's row. bound_cached:
+    # the bound sentence uses it (its static_keys then hold the mixed-offset templates only).
+    cdef TemplateC* group_templates   # grouped by offset, group g = [group_start[g], group_start[g+1])
+    cdef int* group_start
+    cdef int* group_cols              # the (offset, atom column) pairs group g reads,
+    cdef int* group_col_offset        # [col_start[g], col_start[g + 1])
+    cdef int* col_start
+    cdef int n_groups
+    cdef TemplateC* mixed_templates
+    cdef int n_mixed
+    cdef bint bound_cached
+    cdef hash_t* tc_fp                # 2 x capacity fingerprint words; (0, 0) = empty
+    cdef weight_t* tc_vec             # capacity x n_actions
+    cdef size_t tc_capacity
+    cdef size_t tc_count
+    cdef int64_t tc_version
+    cdef void* tc_owner               # the weights object the entries were read from
+
     cdef const weight_t* pure_row(self, const class_t* hist) noexcept nogil
+    cdef hash_t* tc_block_fp          # per block of positions: fingerprints and slots
+    cdef size_t* tc_block_slot
+
+    cdef const weight_t* type_vector(self, int g, int i) noexcept nogil
+    cdef void _tc_fingerprint(self, int g, int i, hash_t* fp) noexcept nogil
+    cdef void _tc_begin(self, size_t n_new) noexcept nogil
+    cdef size_t _tc_slot(self, int g, int i, const hash_t* fp) noexcept nogil
+    cdef int _tc_resize(self, size_t capacity) noexcept nogil
+    cdef void _fill_static_rows(self) noexcept nogil
 
     cdef int bind(self, const atom_t* atoms, int n, const unsigned char* allowed) except -1 nogil
     cdef int _reserve(self, size_t n) except -1 nogil

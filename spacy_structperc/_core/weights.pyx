@@ -646,6 +646,13 @@ cdef class AveragedWeights:
     cdef bint _averages_on_the_fly(self) noexcept nogil:
         return self.use_averages and not self._avg_valid and self._U != NULL and self.clock > 0
 
+    cdef void prefetch_keys(self, const hash_t* keys, int n_keys) noexcept nogil:
+        # Start loading the buckets of keys that add_rows will look up soon.
+        cdef size_t mask = self._capacity - 1
+        cdef int i
+        for i in range(n_keys):
+            prefetch(&self._table[_bucket(keys[i] if keys[i] else 1, mask)])
+
     cdef void add_rows(self, const hash_t* keys, int n_keys, weight_t* scores) noexcept nogil:
         # Lookups are cache misses, so they are issued in three passes (buckets, then rows,
         # then sums) to let the memory system serve them in parallel.
@@ -799,7 +806,12 @@ cdef class AveragedWeights:
         self._avg_valid = True
 
     def set_use_averages(self, bint value):
-        """Score with the averaged weights (prediction) or the current weights (training)."""
+        """Score with the averaged weights (prediction) or the current weights (training).
+        Setting the value it already has changes nothing, the version included: every predict
+        call sets it, and a new version would empty the score caches keyed on it (a loaded
+        model's word-type cache) at every batch."""
+        if value == self.use_averages:
+            return
         self.use_averages = value
         self.version += 1
 

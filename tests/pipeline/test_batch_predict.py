@@ -158,14 +158,19 @@ def test_nlp_pipe_gives_the_single_doc_results_at_every_batch_size(nlp, small_wi
     assert any(ents for _, _, _, ents, _, _ in expected) and any(chunks for *_, chunks, _ in expected)
 
 
-def test_threads_with_different_batch_sizes_agree_with_one_thread(nlp, small_windows):
+def check_threads_agree_with_one_thread(nlp, sizes):
+    """Three threads, each running nlp.pipe at every batch size of `sizes`, give the one-thread
+    annotations."""
     expected = [annotations(d) for d in nlp.pipe(make_docs(nlp, tagged=False), batch_size=1000)]
-    sizes = (1, 5, 1000)
     results = run_threads(lambda k: [annotations(d) for d in nlp.pipe(make_docs(nlp, tagged=False),
                                                                       batch_size=sizes[k])],
                           len(sizes), 3)
     for per_thread in results:
         assert per_thread == [expected] * len(sizes)
+
+
+def test_threads_with_different_batch_sizes_agree_with_one_thread(nlp, small_windows):
+    check_threads_agree_with_one_thread(nlp, (1, 5, 1000))
 
 
 # Atoms: the C gather against the Python definition ---------------------------------------------
@@ -244,3 +249,28 @@ def test_atom_batches_equal_the_python_definition_on_random_strings():
         _check_batches(extractor, docs)
 
     check()
+
+
+def test_loaded_pipeline_threads_agree_with_one_thread_through_the_type_cache(nlp, small_windows, tmp_path):
+    # A loaded model scores through each thread's own word-type cache, whose entries do not
+    # depend on what that thread decoded before: every thread and batch size gives one answer.
+    import spacy
+    from spacy_structperc._core import tagging
+    assert tagging.type_cache()
+    nlp.to_disk(tmp_path / "nlp")
+    loaded = spacy.load(tmp_path / "nlp")
+    check_threads_agree_with_one_thread(loaded, (1, 7, 1000))
+    assert loaded.get_pipe("structperc_tagger").system.type_cache_entries > 0
+
+
+def test_predict_calls_keep_a_loaded_models_weights_version(nlp, tmp_path):
+    # The word-type cache lives as long as the weights' version: predict calls must not bump it.
+    import spacy
+    nlp.to_disk(tmp_path / "nlp")
+    loaded = spacy.load(tmp_path / "nlp")
+    list(loaded.pipe(make_docs(loaded, tagged=False), batch_size=5))
+    versions = [pipe.model.weights.version for _, pipe in loaded.pipeline]
+    entries = loaded.get_pipe("structperc_tagger").system.type_cache_entries
+    list(loaded.pipe(make_docs(loaded, tagged=False), batch_size=5))
+    assert [pipe.model.weights.version for _, pipe in loaded.pipeline] == versions
+    assert loaded.get_pipe("structperc_tagger").system.type_cache_entries == entries > 0
