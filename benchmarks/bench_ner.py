@@ -269,7 +269,7 @@ def crf_token_features(doc, pos: bool, window: int = 2, affixes: int = 4,
     """The observation features of spacy-structperc.ner_features.v1 (clusters excepted): the
     label history is the CRF's own first-order transition. Positions outside the sentence read
     as <s> / </s>, as the core's padding does; a prefix/suffix longer than the word is absent."""
-    from spacy_structperc.features import _shape, _short_shape
+    from spacy_structperc.atoms import _shape, _short_shape
 
     words = [t.text for t in doc]
     lower = [w.lower() for w in words]

@@ -12,20 +12,21 @@ import weakref
 from contextlib import contextmanager
 from itertools import islice
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Protocol, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Protocol, Sequence, Tuple, Type, TypeVar, Union
 
 import numpy
 from spacy import util
 from spacy.attrs import ORTH
+from spacy.language import Language
 from spacy.pipeline import Pipe, TrainablePipe
 from spacy.tokens import Doc
 from spacy.training import Example, validate_get_examples
-from spacy.util import minibatch
+from spacy.util import minibatch, registry
 from spacy.vocab import Vocab
 
 from ..errors import Errors
 from .._core.weights import AveragedWeights
-from ..features import DOC_ATOMS
+from ..atoms import DOC_ATOMS
 from ..model import PerceptronModel
 
 # Doc attributes a feature atom reads, as spaCy's `requires` names them.
@@ -422,6 +423,29 @@ class PerceptronPipe(TrainablePipe):
 # changes nothing and any changed value is caught. A cfg without the key (saved before it
 # existed) loads after the checks of PerceptronPipe._check_cfg.
 CFG_CHECKSUM_KEY = "checksum"
+
+
+P = TypeVar("P", bound=PerceptronPipe)
+
+
+def build_pipe(cls: Type[P], nlp: Language, name: str, model: Any, **settings: Any) -> P:
+    """The component `cls` with a factory's model and settings (every argument of the factory
+    but nlp, which gives the vocab, and the component learns its Language for its pipe meta)."""
+    pipe = cls(nlp.vocab, model, name, **settings)
+    pipe._bind_language(nlp)
+    return pipe
+
+
+@registry.callbacks("spacy-structperc.epoch_hook.v1")
+def create_epoch_hook() -> Callable[[Any, Dict[str, Any]], None]:
+    """A [training.before_update] callback that tells every component with a `start_epoch`
+    method which epoch training is in (structperc_ner's modified parameter averaging needs it)."""
+    def before_update(nlp, args: Dict[str, Any]) -> None:
+        for _, pipe in nlp.pipeline:
+            start_epoch = getattr(pipe, "start_epoch", None)
+            if start_epoch is not None:
+                start_epoch(args["epoch"])
+    return before_update
 
 
 def _cfg_digest(cfg: Dict[str, Any]) -> str:

@@ -17,9 +17,9 @@ from spacy.vocab import Vocab
 from .._core import batch, beam, lookahead, viterbi
 from .._core.tagging import TagSystem
 from ..errors import Errors
-from ..features import AtomBatch
+from ..atoms import AtomBatch
 from ..model import PerceptronModel
-from .base import PerceptronPipe
+from ..pipeline.base import PerceptronPipe
 
 DECODERS = ("greedy", "viterbi", "beam")
 DIRECTIONS = ("ltr", "rtl")

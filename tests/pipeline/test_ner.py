@@ -15,7 +15,7 @@ from spacy.training import Example
 
 import spacy_structperc  # noqa: F401
 from spacy_structperc.pipeline.bio import classes_to_chunks
-from spacy_structperc.registry import create_epoch_hook
+from spacy_structperc.pipeline.base import create_epoch_hook
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

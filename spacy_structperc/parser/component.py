@@ -37,14 +37,14 @@ from thinc.types import Ints2d
 from .._core import batch, beam, lookahead
 from .._core.arcstandard import ArcStandardSystem
 from ..errors import Errors
-from ..features import AtomBatch
+from ..atoms import AtomBatch
 from ..reranking.features import GROUPS, GROUPS_V1
 from ..reranking.learners import KERNELS, LEARNERS
 from ..reranking.pipes import ParserReranker, loads_model
-from ..parser_model import ParserModel
-from .base import PerceptronPipe, load_cfg
+from .model import ParserModel
+from ..pipeline.base import PerceptronPipe, load_cfg
 from .nonproj import deprojectivize, is_decorated, projective_gold, undecorated
-from .sequence import _choice
+from ..pipeline.sequence import _choice
 
 DECODERS = ("greedy", "beam")
 PARSE_WINDOW = 1000   # tokens bound at once in a Doc without sentence boundaries
@@ -92,7 +92,7 @@ class StructuredParser(PerceptronPipe):
 
     The settings (decoder, lookahead_depth, label_candidates, beam_width, update, margin,
     min_label_freq, min_feature_freq, root_label) are documented on the factory,
-    `spacy_structperc.factories.make_parser`.
+    `spacy_structperc.parser.factory.make_parser`.
     """
 
     factory_name = "structperc_parser"

@@ -29,9 +29,9 @@ from spacy.vocab import Vocab
 from .._core import viterbi
 from ..errors import Errors, Warnings, warn
 from ..model import PerceptronModel
-from ..features import AtomBatch
-from .bio import BIOLabels, bio_transitions, chunks_by_doc, latent_transitions, n_bio_classes
-from .sequence import SequenceLabeller
+from ..atoms import AtomBatch
+from ..pipeline.bio import BIOLabels, bio_transitions, chunks_by_doc, latent_transitions, n_bio_classes
+from ..pipeline.sequence import SequenceLabeller
 
 IOB_I, IOB_O, IOB_B = 1, 2, 3   # spaCy's token.ent_iob codes; 0 = no annotation
 
@@ -41,7 +41,7 @@ class LatentEntityRecognizer(BIOLabels, SequenceLabeller):
     already on the Doc.
 
     The settings (n_latent, order, reset_every, init_scale, seed) are documented on the factory,
-    `spacy_structperc.factories.make_ner`.
+    `spacy_structperc.ner.factory.make_ner`.
     """
 
     factory_name = "structperc_ner"
