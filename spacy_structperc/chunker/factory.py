@@ -1,9 +1,4 @@
-"""The structperc_chunker factory: its default config, the settings it takes and what they mean.
-
-Each setting is written where it is declared (default_config), typed in the signature (spaCy
-validates a config against it) and documented in the docstring; the factory hands its
-arguments to the component as they are (build_pipe).
-"""
+"""The structperc_chunker factory: its default config and what each setting means (see build_pipe)."""
 from typing import Callable, Optional
 
 from spacy.language import Language

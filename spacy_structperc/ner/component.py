@@ -23,7 +23,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 import numpy
 from spacy.attrs import ENT_IOB, ENT_TYPE
 from spacy.tokens import Doc, Span
-from spacy.training import Example, validate_examples
+from spacy.training import Example
 from spacy.vocab import Vocab
 
 from .._core import viterbi
@@ -187,12 +187,7 @@ class LatentEntityRecognizer(BIOLabels, SequenceLabeller):
         losses[name] counts tokens whose projected label was wrong before each update;
         losses[name + "_updates"] counts updates.
         """
-        if losses is None:
-            losses = {}
-        losses.setdefault(self.name, 0.0)
-        validate_examples(examples, f"{type(self).__name__}.update")
-        self._require_initialized()
-        self.begin_update()
+        losses = self.start_update(examples, losses)
         weights = self.model.weights
         system = self.system
         n_latent, order = self.n_latent, self.cfg["order"]

@@ -30,7 +30,7 @@ import numpy
 import srsly
 from spacy.attrs import DEP, HEAD, SENT_START
 from spacy.tokens import Doc
-from spacy.training import Example, validate_examples
+from spacy.training import Example
 from spacy.vocab import Vocab
 from thinc.types import Ints2d
 
@@ -554,12 +554,7 @@ class StructuredParser(PerceptronPipe):
         updates; with the standard and hybrid beam updates, `{name}_invalid_updates` counts those
         that were not violations (huang2012 Fig. 5).
         """
-        if losses is None:
-            losses = {}
-        losses.setdefault(self.name, 0.0)
-        validate_examples(examples, f"{type(self).__name__}.update")
-        self._require_initialized()
-        self.begin_update()
+        losses = self.start_update(examples, losses)
         weights = self.model.weights
         system = self.system
         use_beam = self.cfg["decoder"] == "beam"

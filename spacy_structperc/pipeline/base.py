@@ -20,7 +20,7 @@ from spacy.attrs import ORTH
 from spacy.language import Language
 from spacy.pipeline import Pipe, TrainablePipe
 from spacy.tokens import Doc
-from spacy.training import Example, validate_get_examples
+from spacy.training import Example, validate_examples, validate_get_examples
 from spacy.util import minibatch, registry
 from spacy.vocab import Vocab
 
@@ -289,6 +289,17 @@ class PerceptronPipe(TrainablePipe):
         if self.model.weights is not None:
             self.model.weights.set_use_averages(False)
 
+    def start_update(self, examples: Iterable[Example], losses: Optional[Dict[str, float]]) -> Dict[str, float]:
+        """What every `update` does first: the losses dict (with this pipe's entry), spaCy's check
+        of the examples, the initialization check and training (not averaged) weights."""
+        if losses is None:
+            losses = {}
+        losses.setdefault(self.name, 0.0)
+        validate_examples(examples, f"{type(self).__name__}.update")
+        self._require_initialized()
+        self.begin_update()
+        return losses
+
     def begin_predict(self) -> None:
         self._require_initialized()
         self.model.weights.set_use_averages(True)
@@ -430,7 +441,11 @@ P = TypeVar("P", bound=PerceptronPipe)
 
 def build_pipe(cls: Type[P], nlp: Language, name: str, model: Any, **settings: Any) -> P:
     """The component `cls` with a factory's model and settings (every argument of the factory
-    but nlp, which gives the vocab, and the component learns its Language for its pipe meta)."""
+    but nlp, which gives the vocab, and the component learns its Language for its pipe meta).
+
+    Every factory's body is `return build_pipe(Cls, **locals())`: each setting is written where
+    it is declared (default_config), typed in the factory's signature (spaCy validates a config
+    against it) and documented in its docstring, and spelled out nowhere else."""
     pipe = cls(nlp.vocab, model, name, **settings)
     pipe._bind_language(nlp)
     return pipe
