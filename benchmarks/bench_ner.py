@@ -121,6 +121,14 @@ STRUCTPERC_SETTINGS: Dict[str, List[Dict[str, Any]]] = {
     "conll2003": _sweep(CONLL_FEATURES, 10),
 }
 
+# Tuning only (--tune): the factory's own default features (words only, every node template
+# latent), to choose the factory's n_latent on each corpus's dev split.
+FACTORY_FEATURES = {"@misc": "spacy-structperc.ner_features.v1", "pos": False, "history": 1}
+TUNE_ONLY_SETTINGS: List[Dict[str, Any]] = [
+    {"setting": f"factory features, n_latent {k}", "epochs": 10,
+     "config": {"model": _model(FACTORY_FEATURES), "n_latent": k, "reset_every": 4 if k > 1 else 0}}
+    for k in (1, 2, 4)]
+
 CRF_PARAMS = {"algorithm": "lbfgs", "c1": 0.0, "c2": 1.0, "max_iterations": 100}
 SPACY_MAX_STEPS = 4000
 
@@ -269,7 +277,7 @@ def crf_token_features(doc, pos: bool, window: int = 2, affixes: int = 4,
     """The observation features of spacy-structperc.ner_features.v1 (clusters excepted): the
     label history is the CRF's own first-order transition. Positions outside the sentence read
     as <s> / </s>, as the core's padding does; a prefix/suffix longer than the word is absent."""
-    from spacy_structperc.features import _shape, _short_shape
+    from spacy_structperc.atoms import _shape, _short_shape
 
     words = [t.text for t in doc]
     lower = [w.lower() for w in words]
@@ -481,11 +489,11 @@ def parse_args(argv=None):
 
 
 def tune(bench: C.Bench, datasets: Dict[str, Any], epochs_of, limits: Dict[str, int]) -> int:
-    """Dev F1 per epoch of each --settings on each dataset, appended to run_dir/tune.json."""
+    """Dev F1 per epoch of each --settings on each dataset, written to <results>/ner_tune.json."""
     args, out = bench.args, []
     wanted = [s.strip() for s in args.settings.split(";") if s.strip()]
     for dataset, ds in datasets.items():
-        table = {s["setting"]: s for s in STRUCTPERC_SETTINGS[dataset]}
+        table = {s["setting"]: s for s in STRUCTPERC_SETTINGS[dataset] + TUNE_ONLY_SETTINGS}
         for name in wanted:
             if name not in table:
                 print(f"no setting {name!r} for {dataset}; have {list(table)}", file=sys.stderr)
@@ -509,9 +517,13 @@ def tune(bench: C.Bench, datasets: Dict[str, Any], epochs_of, limits: Dict[str, 
                         "curve": curve, "resets_at_pass": res["details"]["resets_at_pass"],
                         "train_seconds": res["metrics"]["train_seconds"],
                         "peak_rss_mb": res["peak_rss_mb"], "date": C.now_iso()})
-    bench.run_dir.mkdir(parents=True, exist_ok=True)
-    tune_path = bench.run_dir / "tune.json"
+    # The dev curves are the evidence for the component's defaults, so they go beside the test
+    # results (ner_tune.json); a curve of the same dataset, setting and epochs is replaced.
+    bench.results_dir.mkdir(parents=True, exist_ok=True)
+    tune_path = bench.results_dir / f"{COMPONENT}_tune.json"
     old = json.loads(tune_path.read_text()) if tune_path.exists() else []
+    same = {(c["dataset"], c["setting"], c["epochs"]) for c in out}
+    old = [c for c in old if (c["dataset"], c["setting"], c["epochs"]) not in same]
     tune_path.write_text(json.dumps(old + out, indent=1))
     print(f"appended {len(out)} curves to {tune_path}\ndone in {time.time() - bench.t_start:.0f}s")
     return 0

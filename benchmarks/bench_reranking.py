@@ -107,7 +107,7 @@ def _candidates_for(nlp, gold_docs, k: int, width: int) -> Dict[str, Any]:
     (features are extracted later, so feature sets can be compared on the same lists)."""
     import numpy
 
-    from spacy_structperc.pipeline.nonproj import undecorated
+    from spacy_structperc.parser.nonproj import undecorated
 
     parser = nlp.get_pipe("parser")
     docs = C.unannotated_copies(gold_docs, nlp.vocab)

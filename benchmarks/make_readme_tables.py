@@ -410,6 +410,29 @@ def make_speed_plot(data: Dict[str, Any], path: Path, split: str = "test") -> Op
     return path
 
 
+def build_tune_table(curves: List[Dict[str, Any]]) -> Optional[str]:
+    """A <component>_tune.json file (dev curves, one per dataset and setting): the best dev F1 of
+    each curve and the pass it came at."""
+    if not curves:
+        return None
+    lines = ["| dataset | setting | best dev F1 | at pass | passes | train (s) |", "|---|---|---|---|---|---|"]
+    best_of = {}
+    for c in curves:
+        best = max(c["curve"], key=lambda e: e["ents_f"])
+        best_of[(c["dataset"], c["setting"])] = best["ents_f"]
+    top = {}
+    for (dataset, _), f in best_of.items():
+        top[dataset] = max(top.get(dataset, 0.0), f)
+    for c in curves:
+        best = max(c["curve"], key=lambda e: e["ents_f"])
+        f = f"{100 * best['ents_f']:.2f}"
+        if best["ents_f"] == top[c["dataset"]]:
+            f = f"**{f}**"
+        lines.append(f"| {c['dataset']} | {c['setting']} | {f} | {best['epoch']} | {c['epochs']} | "
+                     f"{c['train_seconds']:.0f} |")
+    return "\n".join(lines)
+
+
 def replace_block(readme: str, component: str, table: str) -> Optional[str]:
     """README text with the component's block replaced, or None if the markers are missing."""
     start = f"<!-- bench:{component}:start -->"
@@ -441,7 +464,7 @@ def main(argv=None) -> int:
     new_readme = readme
     for path in files:
         data = json.loads(path.read_text(encoding="utf8"))
-        component = data.get("component") or path.stem
+        component = (data.get("component") if isinstance(data, dict) else None) or path.stem
         if args.component and component not in args.component:
             continue
         if component == "speed_baseline":  # shown inside the speed table
@@ -452,6 +475,8 @@ def main(argv=None) -> int:
             table = build_speed_table(data, baseline, args.split)
             if not (args.print_only or args.check):
                 print(f"wrote {make_speed_plot(data, path.with_suffix('.png'), args.split)}")
+        elif component.endswith("_tune"):
+            table = build_tune_table(data)
         else:
             table = build_table(data, args.split)
         if table is None:

@@ -14,12 +14,13 @@ from typing import Dict, Iterator, List, Optional, Sequence
 
 import numpy
 import srsly
+from spacy.util import registry
 from srsly.msgpack import Packer
 
 from ._core.templates import TemplateSet
 from ._core.weights import PRECISIONS, AveragedWeights, sparse_rows
+from .atoms import LEXICON_POS, AtomExtractor, Lexicon, atoms_of, uses_clusters, uses_lexicon
 from .errors import Errors
-from .features import LEXICON_POS, AtomExtractor, Lexicon, atoms_of, uses_clusters, uses_lexicon
 
 # Version 2 closes the map with a checksum of everything before it (see _checksum_tail); version
 # 1 files, written before it existed, still load. Version 3 stores the rows in the model's
@@ -32,6 +33,10 @@ MODEL_KIND = "spacy-structperc.AveragedPerceptron"
 CHECKSUM_KEY = "checksum"
 DIGEST_SIZE = 16
 WRITE_ROWS = 1 << 14   # weight rows gathered per slice when writing a model
+
+# The model size settings' defaults, chosen on UD English EWT dev (benchmarks/results/size_tuning.json).
+PRECISION = "float16"
+PRUNE_BELOW = 0.0
 
 
 def _bin_header(n_bytes: int) -> bytes:
@@ -507,3 +512,18 @@ def _rebuild_model(templates: List[dict], n_buckets: int, weights: Optional[Aver
     model.set_templates(templates)
     model.weights = weights
     return model
+
+
+@registry.architectures("spacy-structperc.AveragedPerceptron.v1")
+def build_averaged_perceptron(features: List[dict], n_buckets: int = 1 << 20, precision: str = PRECISION,
+                              prune_below: float = PRUNE_BELOW) -> PerceptronModel:
+    """Hashed conjunction features -> dense rows of averaged class weights.
+
+    features: a template set (e.g. spacy-structperc.tagger_features.v1).
+    n_buckets: initial size of the feature hash table; it grows as features are added.
+    precision: how the weights are saved and read after loading: "float32", "float16", or
+    "int8" (with a float32 scale per row). Training is always in float32.
+    prune_below: rows whose averaged weights are all at most this in absolute value are left out
+    of the saved model (0: only rows of zeros).
+    """
+    return PerceptronModel(features, n_buckets, precision, prune_below)

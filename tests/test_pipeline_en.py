@@ -37,7 +37,6 @@ def train(nlp, examples, epochs=EPOCHS):
 def tagger_parser(data_dir, tmp_path):
     from spacy.tokens import DocBin
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent / "pipeline"))
     from conllu_data import read_conllu
 
     nlp = spacy.blank("en")

@@ -2,7 +2,7 @@
 """Atom rows per word type, cached by orth id and gathered for many tokens in one C loop.
 
 A lexical atom depends only on the word's text, so each word type's row is computed once (in
-Python, by the definitions in spacy_structperc/features.py) and stored here; the rows of a batch
+Python, by the definitions in spacy_structperc/atoms.py) and stored here; the rows of a batch
 of tokens are then copied by one loop over their orth ids. The table knows nothing of spaCy: it
 maps uint64 keys to uint64 rows.
 

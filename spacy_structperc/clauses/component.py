@@ -195,12 +195,7 @@ class ClauseIdentifier(PerceptronPipe):
         """One online pass: recognize each sentence with the current functions and apply the
         feedback of `method`. losses[name] counts missed plus over-predicted clauses;
         losses[name_updates] the function updates."""
-        if losses is None:
-            losses = {}
-        losses.setdefault(self.name, 0.0)
-        validate_examples(examples, f"{type(self).__name__}.update")
-        self._require_initialized()
-        self.begin_update()
+        losses = self.start_update(examples, losses)
         rec = self.recognizer
         key = self.cfg["spans_key"]
         method = self.cfg["method"]

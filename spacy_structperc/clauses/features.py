@@ -13,10 +13,11 @@ from typing import Dict, List, Optional, Tuple
 import numpy
 from spacy.attrs import ORTH, TAG
 from spacy.tokens import Doc
+from spacy.util import registry
 
 from .._core.span_ranker import ATOM_NAMES
 from ..errors import Errors
-from ..features import _h, template
+from ..atoms import _h, template
 
 PUNCT_TAGS = {",", ".", ":", "``", "''", "-LRB-", "-RRB-", "HYPH", "NFP", "-NONE-"}
 REL_TAGS = {"WDT", "WP", "WP$", "WRB"}
@@ -132,3 +133,10 @@ class ClauseAtoms:
                 else:
                     i += 1
         return atoms, elements, is_vp
+
+
+@registry.misc("spacy-structperc.clause_features.v1")
+def clause_features(window: int = 3, conjunctions: bool = True) -> List[dict]:
+    """Words, POS and chunk tags in [-window, +window] around a word (L_w = 3 in the paper), and
+    with conjunctions a few tag / chunk / word bigrams (useful in primal form)."""
+    return clause_templates(window, conjunctions)

@@ -13,6 +13,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import numpy
 import srsly
+from spacy.util import registry
 
 from .._core.span_ranker import ATOM_NAMES, LinearFunction, ObjectFunction, PrimalFunction, SpanRecognizer
 from .._core.templates import TemplateSet
@@ -244,3 +245,17 @@ def _rebuild(templates, n_buckets, context, form, kernel_settings, functions):
     model = ClauseModel(templates, n_buckets, context, form, **kernel_settings)
     model.functions = functions
     return model
+
+
+@registry.architectures("spacy-structperc.ClauseRanker.v1")
+def build_clause_ranker(features: List[dict], n_buckets: int = 1 << 18, context: int = 3,
+                        form: str = "primal", degree: int = 2, coef0: float = 1.0,
+                        gamma: float = 1.0) -> ClauseModel:
+    """Start filter, end filter and phrase scorer (carreras2003 §3).
+
+    features: word templates for the filters (spacy-structperc.clause_features.v1).
+    context: L_p, the words around a phrase's start and end its features read (3 in the paper).
+    form: "primal" (averaged perceptron, the default) or "dual" (voted kernel perceptron with a
+    polynomial kernel (gamma * x.y + coef0) ** degree; carreras2003 used degree 2).
+    """
+    return ClauseModel(features, n_buckets, context, form, degree, coef0, gamma)

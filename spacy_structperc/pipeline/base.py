@@ -12,20 +12,21 @@ import weakref
 from contextlib import contextmanager
 from itertools import islice
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Protocol, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Protocol, Sequence, Tuple, Type, TypeVar, Union
 
 import numpy
 from spacy import util
 from spacy.attrs import ORTH
+from spacy.language import Language
 from spacy.pipeline import Pipe, TrainablePipe
 from spacy.tokens import Doc
-from spacy.training import Example, validate_get_examples
-from spacy.util import minibatch
+from spacy.training import Example, validate_examples, validate_get_examples
+from spacy.util import minibatch, registry
 from spacy.vocab import Vocab
 
 from ..errors import Errors
 from .._core.weights import AveragedWeights
-from ..features import DOC_ATOMS
+from ..atoms import DOC_ATOMS
 from ..model import PerceptronModel
 
 # Doc attributes a feature atom reads, as spaCy's `requires` names them.
@@ -288,6 +289,17 @@ class PerceptronPipe(TrainablePipe):
         if self.model.weights is not None:
             self.model.weights.set_use_averages(False)
 
+    def start_update(self, examples: Iterable[Example], losses: Optional[Dict[str, float]]) -> Dict[str, float]:
+        """What every `update` does first: the losses dict (with this pipe's entry), spaCy's check
+        of the examples, the initialization check and training (not averaged) weights."""
+        if losses is None:
+            losses = {}
+        losses.setdefault(self.name, 0.0)
+        validate_examples(examples, f"{type(self).__name__}.update")
+        self._require_initialized()
+        self.begin_update()
+        return losses
+
     def begin_predict(self) -> None:
         self._require_initialized()
         self.model.weights.set_use_averages(True)
@@ -422,6 +434,33 @@ class PerceptronPipe(TrainablePipe):
 # changes nothing and any changed value is caught. A cfg without the key (saved before it
 # existed) loads after the checks of PerceptronPipe._check_cfg.
 CFG_CHECKSUM_KEY = "checksum"
+
+
+P = TypeVar("P", bound=PerceptronPipe)
+
+
+def build_pipe(cls: Type[P], nlp: Language, name: str, model: Any, **settings: Any) -> P:
+    """The component `cls` with a factory's model and settings (every argument of the factory
+    but nlp, which gives the vocab, and the component learns its Language for its pipe meta).
+
+    Every factory's body is `return build_pipe(Cls, **locals())`: each setting is written where
+    it is declared (default_config), typed in the factory's signature (spaCy validates a config
+    against it) and documented in its docstring, and spelled out nowhere else."""
+    pipe = cls(nlp.vocab, model, name, **settings)
+    pipe._bind_language(nlp)
+    return pipe
+
+
+@registry.callbacks("spacy-structperc.epoch_hook.v1")
+def create_epoch_hook() -> Callable[[Any, Dict[str, Any]], None]:
+    """A [training.before_update] callback that tells every component with a `start_epoch`
+    method which epoch training is in (structperc_ner's modified parameter averaging needs it)."""
+    def before_update(nlp, args: Dict[str, Any]) -> None:
+        for _, pipe in nlp.pipeline:
+            start_epoch = getattr(pipe, "start_epoch", None)
+            if start_epoch is not None:
+                start_epoch(args["epoch"])
+    return before_update
 
 
 def _cfg_digest(cfg: Dict[str, Any]) -> str:

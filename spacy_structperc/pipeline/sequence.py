@@ -11,15 +11,15 @@ from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy
 from spacy.tokens import Doc
-from spacy.training import Example, validate_examples
+from spacy.training import Example
 from spacy.vocab import Vocab
 
 from .._core import batch, beam, lookahead, viterbi
 from .._core.tagging import TagSystem
 from ..errors import Errors
-from ..features import AtomBatch
+from ..atoms import AtomBatch
 from ..model import PerceptronModel
-from .base import PerceptronPipe
+from ..pipeline.base import PerceptronPipe
 
 DECODERS = ("greedy", "viterbi", "beam")
 DIRECTIONS = ("ltr", "rtl")
@@ -255,12 +255,7 @@ class SequenceLabeller(PerceptronPipe):
         update). For beam training, `{name}_updates` and `{name}_invalid_updates` count updates and
         those standard updates that were not violations (huang2012 Fig. 5).
         """
-        if losses is None:
-            losses = {}
-        losses.setdefault(self.name, 0.0)
-        validate_examples(examples, f"{type(self).__name__}.update")
-        self._require_initialized()
-        self.begin_update()
+        losses = self.start_update(examples, losses)
         weights = self.model.weights
         system = self.system
         decoder = self.cfg["decoder"]

@@ -8,10 +8,11 @@ groups read, and turn candidates into hashed keys.
 saved under another definition is refused (S246), since its weights would be read against keys
 that mean something else.
 """
-from typing import Dict, Sequence, Tuple
+from typing import Dict, List, Sequence, Tuple
 
 import numpy
 from spacy.strings import get_string_id
+from spacy.util import registry
 
 from .._core.rerank_features import (CHUNK_GROUPS, TREE_GROUPS, chunk_features, group_mask,
                                      hash_pairs, tree_features)
@@ -115,3 +116,30 @@ def consensus_keys(tags: numpy.ndarray, heads: numpy.ndarray, labels: numpy.ndar
 def node_labels(tags, labels) -> numpy.ndarray:
     """The tree kernel's node labels: each node's tag and arc label hashed together."""
     return hash_pairs(tags, labels)
+
+
+@registry.misc("spacy-structperc.rerank_features.v1")
+def rerank_features(arcs: bool = True, grandparent: bool = True, siblings: bool = True,
+                    children: bool = True, coordination: bool = True, paths: bool = True,
+                    spans: bool = True, valency: bool = True) -> List[str]:
+    """The global tree-feature groups of a parser's reranker, as first defined (without edges
+    and lexical): for the `features` setting of the parser's `reranker` block. The groups are
+    documented in spacy_structperc/_core/rerank_features.pyx."""
+    on = dict(arcs=arcs, grandparent=grandparent, siblings=siblings, children=children,
+              coordination=coordination, paths=paths, spans=spans, valency=valency)
+    return [g for g, v in on.items() if v]
+
+
+@registry.misc("spacy-structperc.rerank_features.v2")
+def rerank_features_v2(arcs: bool = True, grandparent: bool = True, siblings: bool = True,
+                       children: bool = True, coordination: bool = True, paths: bool = True,
+                       spans: bool = True, valency: bool = True, edges: bool = True,
+                       lexical: bool = True, consensus: bool = True) -> List[str]:
+    """The global tree-feature groups of a parser's reranker (spacy_structperc/_core/
+    rerank_features.pyx documents them): v1's, the subtrees' edges and neighbours (edges),
+    bilexical grandparent and sibling features (lexical), and each arc's agreement with the
+    rest of the k-best list (consensus, spacy_structperc/reranking/features.py)."""
+    on = dict(arcs=arcs, grandparent=grandparent, siblings=siblings, children=children,
+              coordination=coordination, paths=paths, spans=spans, valency=valency, edges=edges,
+              lexical=lexical, consensus=consensus)
+    return [g for g, v in on.items() if v]

@@ -5,7 +5,7 @@ import numpy
 import pytest
 
 from spacy_structperc._core import beam
-from spacy_structperc.parser_model import parser_atoms, parser_templates
+from spacy_structperc.parser.features import parser_atoms, parser_templates
 
 from structperc_problems import TEMPLATE_SETS, make_system, random_atoms, randomize_reachable, reference_score
 from test_parser_core import make_system as _parser

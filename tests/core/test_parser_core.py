@@ -8,7 +8,7 @@ import pytest
 from spacy_structperc._core import beam, lookahead
 from spacy_structperc._core.arcstandard import ArcStandardSystem, ParseTemplates
 from spacy_structperc._core.weights import AveragedWeights
-from spacy_structperc.parser_model import parser_atoms, parser_templates
+from spacy_structperc.parser.features import parser_atoms, parser_templates
 
 SHIFT, BREAK = 0, 1
 SPECS = parser_templates()

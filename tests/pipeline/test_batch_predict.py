@@ -14,9 +14,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "core"))
 from threaded_nlp import annotations, random_texts, run_threads, train_pipeline  # noqa: E402
 from test_batch import parse_reference, random_weights  # noqa: E402
 
-from spacy_structperc.features import (CLUSTER_ATOMS, DOC_ATOMS, LEXICAL_ATOMS, LEXICON_ATOMS,  # noqa: E402
+from spacy_structperc.atoms import (CLUSTER_ATOMS, DOC_ATOMS, LEXICAL_ATOMS, LEXICON_ATOMS,  # noqa: E402
                                        AtomExtractor, Lexicon, _cluster_atom, _h)
-from spacy_structperc.pipeline import parser as parser_module, sequence  # noqa: E402
+from spacy_structperc.parser import component as parser_module
+from spacy_structperc.pipeline import sequence  # noqa: E402
 from spacy_structperc.pipeline.sequence import decode_windows  # noqa: E402
 
 LABELLERS = [

@@ -1,6 +1,8 @@
 """Component contracts: requires/assigns, missing inputs, preset entities, score names, and the
 spaCy methods a perceptron cannot have."""
 import pickle
+import sys
+from pathlib import Path
 
 import pytest
 import spacy
@@ -11,7 +13,10 @@ from spacy.util import load_model_from_config
 from thinc.api import Config
 
 import spacy_structperc  # noqa: F401
-from test_ner import TRAIN_DATA as NER_TRAIN, WORDS_MODEL
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "ner"))
+from test_ner import TRAIN_DATA as NER_TRAIN, WORDS_MODEL  # noqa: E402
+
 POS_MODEL = {"@architectures": "spacy-structperc.AveragedPerceptron.v1",
              "features": {"@misc": "spacy-structperc.ner_features.v1", "pos": True}}
 TAGGED = [

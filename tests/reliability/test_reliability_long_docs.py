@@ -9,7 +9,8 @@ import pytest
 from spacy.tokens import Doc
 
 from threaded_nlp import random_texts, train_pipeline
-from spacy_structperc.pipeline import sequence, parser as parser_module
+from spacy_structperc.parser import component as parser_module
+from spacy_structperc.pipeline import sequence
 from spacy_structperc.pipeline.sequence import decode_windows
 
 FACTORIES = ("structperc_tagger", "structperc_chunker", "structperc_ner", "structperc_parser")

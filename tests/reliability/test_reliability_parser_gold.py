@@ -9,10 +9,10 @@ import spacy
 from spacy.tokens import Doc
 from spacy.training import Example
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "pipeline"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "parser"))
 from test_parser import TEST_WORDS, TRAIN_DATA, examples, tagged, train  # noqa: E402
 
-from spacy_structperc.pipeline.nonproj import projective_gold  # noqa: E402
+from spacy_structperc.parser.nonproj import projective_gold  # noqa: E402
 
 
 def test_missing_heads_are_missing_not_roots():

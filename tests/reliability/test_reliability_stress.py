@@ -18,7 +18,7 @@ HERE = Path(__file__).resolve().parent
 
 SCRIPT = textwrap.dedent('''
     import queue, sys, threading
-    sys.path.insert(0, {pipeline_dir!r})
+    sys.path.insert(0, {tests_dir!r})
     import spacy
     from spacy.tokens import Doc
     from spacy.training import Example
@@ -76,7 +76,7 @@ def test_four_threads_annotate_2000_ewt_sentences_like_one_thread(data_dir, tmp_
     require_corpus(data_dir / "conll2000" / "train.txt")
     require_corpus(data_dir / "conll2003" / "eng.train")
     script = tmp_path / "stress.py"
-    script.write_text(SCRIPT.format(pipeline_dir=str(HERE.parent / "pipeline"), data=str(data_dir)))
+    script.write_text(SCRIPT.format(tests_dir=str(HERE.parent), data=str(data_dir)))
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, (proc.returncode, proc.stdout[-2000:], proc.stderr[-3000:])
     assert "sentences 2000 differences 0 errors []" in proc.stdout

@@ -23,15 +23,15 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 import numpy
 from spacy.attrs import ENT_IOB, ENT_TYPE
 from spacy.tokens import Doc, Span
-from spacy.training import Example, validate_examples
+from spacy.training import Example
 from spacy.vocab import Vocab
 
 from .._core import viterbi
 from ..errors import Errors, Warnings, warn
 from ..model import PerceptronModel
-from ..features import AtomBatch
-from .bio import BIOLabels, bio_transitions, chunks_by_doc, latent_transitions, n_bio_classes
-from .sequence import SequenceLabeller
+from ..atoms import AtomBatch
+from ..pipeline.bio import BIOLabels, bio_transitions, chunks_by_doc, latent_transitions, n_bio_classes
+from ..pipeline.sequence import SequenceLabeller
 
 IOB_I, IOB_O, IOB_B = 1, 2, 3   # spaCy's token.ent_iob codes; 0 = no annotation
 
@@ -41,7 +41,7 @@ class LatentEntityRecognizer(BIOLabels, SequenceLabeller):
     already on the Doc.
 
     The settings (n_latent, order, reset_every, init_scale, seed) are documented on the factory,
-    `spacy_structperc.factories.make_ner`.
+    `spacy_structperc.ner.factory.make_ner`.
     """
 
     factory_name = "structperc_ner"
@@ -187,12 +187,7 @@ class LatentEntityRecognizer(BIOLabels, SequenceLabeller):
         losses[name] counts tokens whose projected label was wrong before each update;
         losses[name + "_updates"] counts updates.
         """
-        if losses is None:
-            losses = {}
-        losses.setdefault(self.name, 0.0)
-        validate_examples(examples, f"{type(self).__name__}.update")
-        self._require_initialized()
-        self.begin_update()
+        losses = self.start_update(examples, losses)
         weights = self.model.weights
         system = self.system
         n_latent, order = self.n_latent, self.cfg["order"]

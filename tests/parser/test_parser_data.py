@@ -8,7 +8,7 @@ from spacy.training import Example
 
 from spacy_structperc._core.arcstandard import ArcStandardSystem, ParseTemplates
 from spacy_structperc._core.weights import AveragedWeights
-from spacy_structperc.parser_model import parser_atoms, parser_templates
+from spacy_structperc.parser.features import parser_atoms, parser_templates
 
 from conllu_data import read_conllu
 

@@ -30,21 +30,21 @@ import numpy
 import srsly
 from spacy.attrs import DEP, HEAD, SENT_START
 from spacy.tokens import Doc
-from spacy.training import Example, validate_examples
+from spacy.training import Example
 from spacy.vocab import Vocab
 from thinc.types import Ints2d
 
 from .._core import batch, beam, lookahead
 from .._core.arcstandard import ArcStandardSystem
 from ..errors import Errors
-from ..features import AtomBatch
+from ..atoms import AtomBatch
 from ..reranking.features import GROUPS, GROUPS_V1
 from ..reranking.learners import KERNELS, LEARNERS
 from ..reranking.pipes import ParserReranker, loads_model
-from ..parser_model import ParserModel
-from .base import PerceptronPipe, load_cfg
+from .model import ParserModel
+from ..pipeline.base import PerceptronPipe, load_cfg
 from .nonproj import deprojectivize, is_decorated, projective_gold, undecorated
-from .sequence import _choice
+from ..pipeline.sequence import _choice
 
 DECODERS = ("greedy", "beam")
 PARSE_WINDOW = 1000   # tokens bound at once in a Doc without sentence boundaries
@@ -92,7 +92,7 @@ class StructuredParser(PerceptronPipe):
 
     The settings (decoder, lookahead_depth, label_candidates, beam_width, update, margin,
     min_label_freq, min_feature_freq, root_label) are documented on the factory,
-    `spacy_structperc.factories.make_parser`.
+    `spacy_structperc.parser.factory.make_parser`.
     """
 
     factory_name = "structperc_parser"
@@ -554,12 +554,7 @@ class StructuredParser(PerceptronPipe):
         updates; with the standard and hybrid beam updates, `{name}_invalid_updates` counts those
         that were not violations (huang2012 Fig. 5).
         """
-        if losses is None:
-            losses = {}
-        losses.setdefault(self.name, 0.0)
-        validate_examples(examples, f"{type(self).__name__}.update")
-        self._require_initialized()
-        self.begin_update()
+        losses = self.start_update(examples, losses)
         weights = self.model.weights
         system = self.system
         use_beam = self.cfg["decoder"] == "beam"

@@ -1,4 +1,4 @@
-"""The parser's feature templates and its model (templates over parser-state positions).
+"""The parser's feature templates and their registered set (spacy-structperc.parser_features.v1).
 
 Templates follow Zhang & Nivre (2011) as used for arc-standard by Huang & Sagae (2010): words and
 tags of s0-s2 and q0-q2 with their pairs and triples, the leftmost / rightmost (and second)
@@ -7,9 +7,9 @@ A part is [position, attribute]; see `_core/arcstandard.pyx` for the positions.
 """
 from typing import List, Sequence
 
-from ._core.arcstandard import ParseTemplates
-from .features import AtomExtractor, Lexicon, template
-from .model import PerceptronModel
+from spacy.util import registry
+
+from ..atoms import template
 
 
 def parser_templates(word: str = "lower", third_order: bool = True, valency: bool = True,
@@ -116,33 +116,14 @@ def parser_atoms(templates: Sequence[dict]) -> List[str]:
     return sorted(seen)
 
 
-class ParserModel(PerceptronModel):
-    """A PerceptronModel whose templates address parser states (stack, queue, children)."""
+@registry.misc("spacy-structperc.parser_features.v1")
+def parser_features(word: str = "lower", third_order: bool = True, valency: bool = True,
+                    distance: bool = True, queue: int = 3, clusters: bool = False) -> List[dict]:
+    """Zhang & Nivre (2011) templates for arc-standard parsing: words and tags of s0-s2 and
+    q0-q2, children of s0 and s1 with their labels, distance and valency. Tags are read from
+    token.tag_, so an upstream tagger (or gold tags) must set them.
 
-    templates: ParseTemplates  # type: ignore[assignment]  # (a TemplateSet in the base class)
-
-    def set_templates(self, templates: Sequence[dict]) -> None:
-        self.template_specs = [dict(name=t["name"], parts=[list(p) for p in t["parts"]]) for t in templates]
-        self.atom_names = parser_atoms(self.template_specs)
-        self.templates = ParseTemplates(self.template_specs, self.atom_names)
-        self.atoms = self._atom_extractor()
-
-    def _atom_extractor(self) -> AtomExtractor:
-        lexicon = Lexicon(self.lexicon_tables) if self.lexicon_tables else None
-        return AtomExtractor(self.atom_names, component="parser", clusters=self.clusters, lexicon=lexicon)
-
-    def __reduce__(self):
-        return (_rebuild_parser_model, (self.template_specs, self.n_buckets, self.weights,
-                                        self.clusters, self.lexicon_tables, self.allowed_keys,
-                                        self.precision, self.prune_below))
-
-
-def _rebuild_parser_model(templates, n_buckets, weights, clusters, lexicon_tables, allowed_keys=None,
-                          precision="float32", prune_below=0.0):
-    model = ParserModel(templates, n_buckets, precision, prune_below)
-    model.clusters = clusters
-    model.lexicon_tables = lexicon_tables
-    model.allowed_keys = allowed_keys
-    model.set_templates(templates)
-    model.weights = weights
-    return model
+    word: the word atom (lower or orth). third_order: second-leftmost/rightmost children.
+    queue: queue words read (2 or 3). clusters: Brown-cluster features (spacy-lookups-data).
+    """
+    return parser_templates(word, third_order, valency, distance, queue, clusters)

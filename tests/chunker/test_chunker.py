@@ -17,7 +17,7 @@ from spacy.training import Example
 import spacy_structperc  # noqa: F401
 from spacy_structperc._core import beam, lookahead, viterbi
 from spacy_structperc.pipeline.base import dump_cfg, load_cfg
-from spacy_structperc.pipeline.chunker import classes_to_chunks
+from spacy_structperc.pipeline.bio import classes_to_chunks
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -450,13 +450,13 @@ CLUSTER_ATOMS = {"c4", "c6", "c10", "c20", "cluster"}
 
 
 def _template_names(**features):
-    from spacy_structperc.registry import chunker_features
+    from spacy_structperc.chunker.features import chunker_features
     return [t["name"] for t in chunker_features(**features)]
 
 
 def test_chunker_features_clusters_and_edges_options():
-    from spacy_structperc.features import atoms_of
-    from spacy_structperc.registry import chunker_features
+    from spacy_structperc.atoms import atoms_of
+    from spacy_structperc.chunker.features import chunker_features
 
     plain = chunker_features(clusters=False)
     assert not CLUSTER_ATOMS & set(atoms_of(plain))

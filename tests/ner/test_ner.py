@@ -15,7 +15,7 @@ from spacy.training import Example
 
 import spacy_structperc  # noqa: F401
 from spacy_structperc.pipeline.bio import classes_to_chunks
-from spacy_structperc.registry import create_epoch_hook
+from spacy_structperc.pipeline.base import create_epoch_hook
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -286,6 +286,9 @@ def test_spacy_train_cli_with_the_conll2003_reader(tmp_path):
            "--output", str(tmp_path / "out"),
            "--paths.train", str(tmp_path / "train.txt"), "--paths.dev", str(tmp_path / "train.txt"),
            "--components.ner.model.features.clusters", "false",
+           # ner.cfg itself has modified averaging off (n_latent 1); on here, so that W003
+           # would show if the config's epoch hook did not reach the component.
+           "--components.ner.n_latent", "2", "--components.ner.reset_every", "4",
            "--training.max_epochs", "20", "--training.eval_frequency", "10"]
     result = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]

@@ -15,15 +15,15 @@ from spacy.vocab import Vocab
 
 from ..errors import Errors
 from ..model import PerceptronModel
-from .bio import BIOLabels, bio_transitions, chunks_by_doc, classes_to_chunks, n_bio_classes, spans_to_classes
-from .sequence import SequenceLabeller
+from ..pipeline.bio import BIOLabels, bio_transitions, chunks_by_doc, classes_to_chunks, n_bio_classes, spans_to_classes
+from ..pipeline.sequence import SequenceLabeller
 
 
 class StructuredChunker(BIOLabels, SequenceLabeller):
     """Finds non-overlapping chunks and writes them to doc.spans[spans_key].
 
     The settings (spans_key, decoder, lookahead_depth, order, beam_width, update, margin,
-    direction) are documented on the factory, `spacy_structperc.factories.make_chunker`.
+    direction) are documented on the factory, `spacy_structperc.chunker.factory.make_chunker`.
     """
 
     factory_name = "structperc_chunker"

@@ -16,9 +16,9 @@ from thinc.types import Ints2d
 
 from .._core.atoms import AtomTable
 from ..errors import Errors
-from ..features import AtomBatch
+from ..atoms import AtomBatch
 from ..model import PerceptronModel
-from .sequence import SequenceLabeller, _choice
+from ..pipeline.sequence import SequenceLabeller, _choice
 
 ATTRS = {"tag": TAG, "pos": POS}
 
@@ -32,7 +32,7 @@ class StructuredTagger(SequenceLabeller):
     attribute_ruler.
 
     The settings (decoder, lookahead_depth, order, beam_width, update, margin, direction, attr,
-    tag_dict_min_count) are documented on the factory, `spacy_structperc.factories.make_tagger`.
+    tag_dict_min_count) are documented on the factory, `spacy_structperc.tagger.factory.make_tagger`.
     """
 
     factory_name = "structperc_tagger"

@@ -1,0 +1,60 @@
+"""The structperc_ner factory: its default config and what each setting means (see build_pipe)."""
+from typing import Callable, Optional
+
+from spacy.language import Language
+from thinc.api import Config
+
+from ..model import PerceptronModel
+from ..pipeline.base import build_pipe
+from . import features as _features  # noqa: F401  (registers ner_features.v1)
+from .component import LatentEntityRecognizer
+
+
+DEFAULT_NER_MODEL = Config().from_str("""
+[model]
+@architectures = "spacy-structperc.AveragedPerceptron.v1"
+n_buckets = 1048576
+
+[model.features]
+@misc = "spacy-structperc.ner_features.v1"
+pos = false
+history = 1
+""")["model"]
+
+
+@Language.factory(
+    "structperc_ner",
+    assigns=["doc.ents", "token.ent_iob", "token.ent_type"],
+    # The default features read words only; with features.pos = true the component records
+    # that it requires token.tag (see PerceptronPipe.pipe_meta_overrides).
+    requires=[],
+    default_config={
+        "model": DEFAULT_NER_MODEL,
+        "n_latent": 4,
+        "order": 1,
+        "reset_every": 4,
+        "init_scale": 0.01,
+        "seed": 0,
+        "scorer": {"@scorers": "spacy.ner_scorer.v1"},
+    },
+    default_score_weights={"ents_f": 1.0, "ents_p": 0.0, "ents_r": 0.0, "ents_per_type": None},
+)
+def make_ner(nlp: Language, name: str, model: PerceptronModel, n_latent: int, order: int,
+             reset_every: int, init_scale: float, seed: int,
+             scorer: Optional[Callable]) -> LatentEntityRecognizer:
+    """A named-entity recognizer: the latent-variable perceptron of sun2009, writing doc.ents.
+
+    Entities already on the Doc (an entity_ruler placed before it) are kept as constraints, as
+    spaCy's ner keeps them: the component adds entities around them.
+
+    model: spacy-structperc.AveragedPerceptron.v1 with ner_features.v1 (words, shapes, affixes;
+        POS tags from token.tag_ with features.pos = true; Brown clusters with clusters = true).
+    n_latent: hidden sub-states per BIO class; 1 is the plain structured perceptron.
+    order: 1 (sub-state bigrams) or 2 (trigrams; needs features.history = 2).
+    reset_every: replace the weights by their average at the start of every k-th pass
+        (modified parameter averaging; needs the spacy-structperc.epoch_hook.v1 callback); 0 = off.
+    init_scale: the scale of the seeded noise new weight rows start at (breaks the sub-states' ties).
+    seed: the seed of that noise.
+    scorer: ents_p/r/f and ents_per_type (spacy.ner_scorer.v1).
+    """
+    return build_pipe(LatentEntityRecognizer, **locals())

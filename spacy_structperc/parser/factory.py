@@ -1,0 +1,76 @@
+"""The structperc_parser factory: its default config and what each setting means (see build_pipe)."""
+from typing import Callable, Optional
+
+from spacy.language import Language
+from thinc.api import Config
+
+from ..pipeline.base import build_pipe
+from . import features as _features  # noqa: F401  (registers parser_features.v1)
+from .component import StructuredParser
+from .model import ParserModel
+
+
+DEFAULT_PARSER_MODEL = Config().from_str("""
+[model]
+@architectures = "spacy-structperc.ParserPerceptron.v1"
+n_buckets = 2097152
+
+[model.features]
+@misc = "spacy-structperc.parser_features.v1"
+word = "lower"
+third_order = true
+valency = true
+distance = true
+queue = 3
+clusters = false
+""")["model"]
+
+
+@Language.factory(
+    "structperc_parser",
+    assigns=["token.dep", "token.head", "token.is_sent_start", "doc.sents"],
+    requires=["token.tag"],
+    default_config={
+        "model": DEFAULT_PARSER_MODEL,
+        "decoder": "greedy",
+        "lookahead_depth": 0,
+        "label_candidates": 1,
+        "beam_width": 8,
+        "update": "max-violation",
+        "margin": 0.0,
+        "min_label_freq": 10,
+        "min_feature_freq": 2,
+        "root_label": "ROOT",
+        "reranker": None,
+        "scorer": {"@scorers": "spacy.parser_scorer.v1"},
+    },
+    default_score_weights={"dep_uas": 0.5, "dep_las": 0.5, "dep_las_per_type": None,
+                           "sents_p": None, "sents_r": None, "sents_f": 0.0},
+)
+def make_parser(nlp: Language, name: str, model: ParserModel, decoder: str, lookahead_depth: int,
+                label_candidates: int, beam_width: int, update: str, margin: float,
+                min_label_freq: int, min_feature_freq: int, root_label: str,
+                scorer: Optional[Callable], reranker: Optional[dict] = None) -> StructuredParser:
+    """A labelled arc-standard dependency parser writing heads, labels and sentence boundaries.
+
+    Boundaries already on the Doc are kept (each sentence is parsed on its own); otherwise the
+    parser ends sentences itself with its BREAK action.
+
+    model: spacy-structperc.ParserPerceptron.v1 with parser_features.v1 (Zhang & Nivre 2011;
+        reads token.tag_, so a tagger goes first).
+    decoder: "greedy" (with optional lookahead; tsuruoka2011) or "beam" (huang2012).
+    lookahead_depth: greedy only: actions searched ahead before committing (0 = none).
+    label_candidates: the best k labels of each arc direction the search branches over
+        (0 = all labels).
+    beam_width: beam only: hypotheses kept.
+    update: beam only: "standard", "early", "max-violation", "latest" or "hybrid".
+    margin: greedy only: the margin by which the gold action must win in training (>= 0).
+    min_label_freq: labels seen fewer times in training are backed off (a decorated label to
+        its base label, others to "dep").
+    min_feature_freq: updates touch only features seen this often along the gold derivations.
+    root_label: the label of sentence roots.
+    scorer: dep_uas, dep_las, dep_las_per_type and sents_p/r/f (spacy.parser_scorer.v1).
+    reranker: optional k-best reranking block (learner, k, kernel, folds, features; collins2001),
+        see the README's reranking section; null parses with the base model alone.
+    """
+    return build_pipe(StructuredParser, **locals())
