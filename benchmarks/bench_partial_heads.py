@@ -20,7 +20,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent / "tests" / "pipeline"))
+sys.path.insert(0, str(HERE.parent / "tests"))
 from _common import default_data_dir, git_revision, load_average, machine_info  # noqa: E402
 
 

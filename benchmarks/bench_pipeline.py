@@ -48,7 +48,7 @@ def corpus_texts(data_root: Path, n: int) -> Dict[str, List[str]]:
     joined by spaces)."""
     from spacy_structperc.readers import read_conll2000, read_conll2003
 
-    sys.path.insert(0, str(C.REPO_ROOT / "tests" / "pipeline"))
+    sys.path.insert(0, str(C.REPO_ROOT / "tests"))
     from conllu_data import read_conllu
 
     ewt = read_conllu(C.find_split_file(data_root / "ud_en_ewt", "test", "*-ud-test.conllu"), limit=n)
@@ -73,7 +73,7 @@ def ewt_documents(data_root: Path, out: Path, vocab) -> Path:
 
     from spacy_structperc.documents import merge_sentences
 
-    sys.path.insert(0, str(C.REPO_ROOT / "tests" / "pipeline"))
+    sys.path.insert(0, str(C.REPO_ROOT / "tests"))
     from conllu_data import read_conllu
 
     docs = list(merge_sentences(read_conllu(C.find_split_file(data_root / "ud_en_ewt", "test", "*-ud-test.conllu")), 10))
@@ -172,7 +172,7 @@ def run_spacy(data_root: str, out_dir: str, max_steps: int, repeats: int, quick:
 
     root, out = Path(data_root), Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    sys.path.insert(0, str(C.REPO_ROOT / "tests" / "pipeline"))
+    sys.path.insert(0, str(C.REPO_ROOT / "tests"))
     from conllu_data import read_conllu
 
     nlp = spacy.blank("en")
