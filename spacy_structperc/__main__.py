@@ -13,6 +13,16 @@ import sys
 from typing import List, Optional
 
 
+def _int_setting(option: str, value: str) -> int:
+    from .errors import Errors
+
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError(Errors.S012.format(setting=option, name="train-distributed",
+                                            requirement="an integer from 0 to 19 or 'auto'", value=value)) from None
+
+
 def _train(args, extra: List[str]) -> int:
     from spacy.cli._util import parse_config_overrides
 
@@ -26,10 +36,11 @@ def _train(args, extra: List[str]) -> int:
                           eval_every=args.eval_every)
         return 0
     require_dask("train-distributed")
+    worker_nice = None if args.worker_nice == "auto" else _int_setting("--worker-nice", args.worker_nice)
     with dask_client("train-distributed", args.scheduler, args.workers) as client:
         train_distributed(args.config, args.output, overrides=overrides, client=client,
                           n_shards=args.shards, mixing=args.mixing, shard_dir=args.shard_dir,
-                          epochs=args.epochs, eval_every=args.eval_every)
+                          epochs=args.epochs, eval_every=args.eval_every, worker_nice=worker_nice)
     return 0
 
 
@@ -63,6 +74,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     t.add_argument("--epochs", type=int, default=None, help="default: [training] max_epochs")
     t.add_argument("--eval-every", type=int, default=1,
                    help="evaluate the mix every N epochs and after the last (default: every epoch)")
+    t.add_argument("--worker-nice", default="0",
+                   help="nice value of the workers' training threads, 0-19, or 'auto' (3 when a "
+                        "LocalCluster has a worker per core, so the driver's evaluation gets a core: "
+                        "faster on an otherwise idle machine, slower on a busy one; default 0)")
     t.add_argument("--simulate", action="store_true", help="train the shards in this process, in turn")
     a = sub.add_parser("annotate", help="annotate text / JSONL / .spacy files over Dask partitions")
     a.add_argument("pipeline")

@@ -190,3 +190,17 @@ def test_workers_sharing_the_drivers_cores_train_at_a_lower_priority(tmp_path, c
 def test_worker_nice_must_be_a_nice_value(tmp_path, toy_config, value):
     with pytest.raises(ValueError, match="S012"):
         train_distributed(toy_config, tmp_path / "out", simulate=True, worker_nice=value, printer=None)
+
+
+def test_the_command_line_worker_nice_is_checked_before_a_cluster_starts(tmp_path, toy_config, monkeypatch):
+    from spacy_structperc import __main__ as cli
+    from spacy_structperc.distributed import _dask
+
+    def no_cluster(*args, **kwargs):
+        raise AssertionError("a cluster was started")
+
+    monkeypatch.setattr(_dask, "dask_client", no_cluster)
+    for value in ("high", "1.5"):
+        with pytest.raises(ValueError, match="S012"):
+            cli.main(["train-distributed", str(toy_config), "--output", str(tmp_path / "out"),
+                      "--worker-nice", value])
