@@ -1,6 +1,7 @@
 """Benchmark the assembled English pipeline (configs/pipeline_en.cfg) on raw text.
 
-1. Trains the chunker (configs/chunker.cfg, CoNLL-2000) and the NER (configs/ner.cfg, CoNLL-2003)
+1. Trains the chunker (configs/chunker.cfg, CoNLL-2000), the clause identifier (configs/clauses.cfg,
+   ptb_clauses, over that chunker) and the NER (configs/ner.cfg, CoNLL-2003)
    for ``--epochs`` each, and takes the tagger + parser from ``--tagger-parser`` (a pipeline
    trained with configs/parser.cfg, e.g. by bench_sents.py; trained here when absent), and
    assembles them with configs/pipeline_en.cfg.
@@ -129,11 +130,15 @@ def run_structperc(data_root: str, out_dir: str, tagger_parser: str, epochs: int
     runs["chunker"] = C.spacy_train(C.REPO_ROOT / "configs" / "chunker.cfg", out / "chunker",
                                     root / "conll2000" / "train.txt", root / "conll2000" / "train.txt",
                                     overrides=train_args)
+    # clauses.cfg sources the chunker just trained; only its clause identifier is taken.
+    runs["clauses"] = C.spacy_train(C.REPO_ROOT / "configs" / "clauses.cfg", out / "clauses",
+                                    root / "ptb_clauses" / "train.txt", root / "ptb_clauses" / "dev.txt",
+                                    overrides=train_args + ["--paths.chunker", runs["chunker"]["model_dir"]])
     runs["ner"] = C.spacy_train(C.REPO_ROOT / "configs" / "ner.cfg", out / "ner", root / "conll2003" / "eng.train",
                                 root / "conll2003" / "eng.testa", overrides=train_args)
     config = load_config(C.REPO_ROOT / "configs" / "pipeline_en.cfg", interpolate=False, overrides={
         "paths.tagger_parser": str(tagger_parser), "paths.chunker": runs["chunker"]["model_dir"],
-        "paths.ner": runs["ner"]["model_dir"]})
+        "paths.clauses": runs["clauses"]["model_dir"], "paths.ner": runs["ner"]["model_dir"]})
     nlp = load_model_from_config(config, auto_fill=True)
     nlp.to_disk(out / "assembled")
     nlp = spacy.load(out / "assembled")
@@ -221,7 +226,7 @@ def main(argv=None) -> int:
     me = Path(__file__).resolve()
     command = "python benchmarks/bench_pipeline.py " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
     t0 = time.time()
-    jobs = [("structperc", "configs/pipeline_en.cfg: tagger, parser, chunker, ner", "run_structperc",
+    jobs = [("structperc", "configs/pipeline_en.cfg: tagger, parser, chunker, clauses, ner", "run_structperc",
              {"data_root": str(root), "out_dir": str(run_dir / "structperc"),
               "tagger_parser": "" if args.quick else args.tagger_parser, "epochs": 1 if args.quick else args.epochs,
               "n_sentences": 50 if args.quick else args.n_sentences, "repeats": 1 if args.quick else args.repeats,
