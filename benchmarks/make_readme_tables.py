@@ -412,23 +412,19 @@ def make_speed_plot(data: Dict[str, Any], path: Path, split: str = "test") -> Op
 
 def build_tune_table(curves: List[Dict[str, Any]]) -> Optional[str]:
     """A <component>_tune.json file (dev curves, one per dataset and setting): the best dev F1 of
-    each curve and the pass it came at."""
+    each curve and the pass it came at; the best of each dataset in bold."""
     if not curves:
         return None
+    best = [max(c["curve"], key=lambda e: e["ents_f"]) for c in curves]
+    top: Dict[str, float] = {}
+    for c, b in zip(curves, best):
+        top[c["dataset"]] = max(top.get(c["dataset"], 0.0), b["ents_f"])
     lines = ["| dataset | setting | best dev F1 | at pass | passes | train (s) |", "|---|---|---|---|---|---|"]
-    best_of = {}
-    for c in curves:
-        best = max(c["curve"], key=lambda e: e["ents_f"])
-        best_of[(c["dataset"], c["setting"])] = best["ents_f"]
-    top = {}
-    for (dataset, _), f in best_of.items():
-        top[dataset] = max(top.get(dataset, 0.0), f)
-    for c in curves:
-        best = max(c["curve"], key=lambda e: e["ents_f"])
-        f = f"{100 * best['ents_f']:.2f}"
-        if best["ents_f"] == top[c["dataset"]]:
+    for c, b in zip(curves, best):
+        f = f"{100 * b['ents_f']:.2f}"
+        if b["ents_f"] == top[c["dataset"]]:
             f = f"**{f}**"
-        lines.append(f"| {c['dataset']} | {c['setting']} | {f} | {best['epoch']} | {c['epochs']} | "
+        lines.append(f"| {c['dataset']} | {c['setting']} | {f} | {b['epoch']} | {c['epochs']} | "
                      f"{c['train_seconds']:.0f} |")
     return "\n".join(lines)
 
