@@ -206,7 +206,7 @@ class AtomExtractor:
         annotation a document atom reads raises S009, or `missing(atom name)` if given."""
         n_cols = len(self.atom_names)
         attrs = self._attrs + list(extra)
-        lengths = [len(doc) for doc in docs]
+        lengths = list(map(len, docs))
         columns = [doc.to_array(attrs) for doc, n in zip(docs, lengths) if n]
         offsets = numpy.zeros((len(docs) + 1,), dtype=numpy.int64)
         offsets[1:] = numpy.cumsum(lengths)

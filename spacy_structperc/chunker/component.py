@@ -73,8 +73,7 @@ class StructuredChunker(BIOLabels, SequenceLabeller):
         scans the installed packages' entry points on every call)."""
         docs = list(docs)
         classes, offsets, _ = batch_arrays(docs, batch_classes, (), self.name)
-        for vocab_doc in {id(doc.vocab): doc for doc in docs}.values():
-            self._label_hashes_for(vocab_doc)
+        self._label_hashes_for(docs)
         starts, ends, kinds, doc_of = batch_chunks(classes, offsets)
         base = offsets[doc_of]
         labels = self._label_hashes

@@ -30,7 +30,7 @@ from .._core import viterbi
 from ..errors import Errors, Warnings, warn
 from ..model import PerceptronModel
 from ..atoms import AtomBatch
-from ..pipeline.bio import BIOLabels, batch_chunks, bio_transitions, classes_to_chunks, latent_transitions, n_bio_classes
+from ..pipeline.bio import BIOLabels, batch_chunks, bio_transitions, latent_transitions, n_bio_classes
 from ..pipeline.sequence import SequenceLabeller, batch_arrays
 
 IOB_I, IOB_O, IOB_B = 1, 2, 3   # spaCy's token.ent_iob codes; 0 = no annotation
@@ -149,10 +149,9 @@ class LatentEntityRecognizer(BIOLabels, SequenceLabeller):
         kept, as doc.ents leaves them); the others go through doc.ents."""
         docs = list(docs)
         classes, offsets, read = batch_arrays(docs, batch_classes, self.read_attrs, self.name)
-        for vocab_doc in {id(doc.vocab): doc for doc in docs}.values():
-            self._label_hashes_for(vocab_doc)
+        self._label_hashes_for(docs)
         hashes = numpy.asarray(self._label_hashes, dtype=numpy.uint64)
-        starts, ends, kinds, _ = batch_chunks(classes, offsets)
+        starts, ends, kinds, doc_of = batch_chunks(classes, offsets)
         values = numpy.empty((len(classes), 3), dtype=numpy.uint64)
         inside = classes != 0
         values[:, 0] = numpy.where(inside, IOB_I, IOB_O)
@@ -163,19 +162,24 @@ class LatentEntityRecognizer(BIOLabels, SequenceLabeller):
         values[:, 2] = numpy.where(inside, 0, read[:, 1])
         bounds = offsets.tolist()
         preset = set(_with_entities(read[:, 0], offsets))
+        if preset:
+            per_doc = numpy.searchsorted(doc_of, numpy.arange(len(docs) + 1)).tolist()
         for k, doc in enumerate(docs):
             a, b = bounds[k], bounds[k + 1]
             if a == b:
                 continue
             if k in preset:
-                self._set_with_preset(doc, classes[a:b])
+                i, j = per_doc[k], per_doc[k + 1]
+                self._set_with_preset(doc, zip((starts[i:j] - a).tolist(), (ends[i:j] - a).tolist(),
+                                               kinds[i:j].tolist()))
             else:
                 doc.from_array(self._write_attrs, values[a:b])
 
-    def _set_with_preset(self, doc: Doc, classes: numpy.ndarray) -> None:
-        """doc.ents = the Doc's entities and the found ones that do not overlap them."""
+    def _set_with_preset(self, doc: Doc, chunks: Iterable[Tuple[int, int, int]]) -> None:
+        """doc.ents = the Doc's entities and the found `chunks` (start, end, type index) that do
+        not overlap them."""
         hashes = self._label_hashes
-        found = [Span(doc, s, e, label=hashes[k]) for s, e, k in classes_to_chunks(classes)]
+        found = [Span(doc, s, e, label=hashes[k]) for s, e, k in chunks]
         preset = list(doc.ents)
         taken = numpy.zeros((len(doc),), dtype=bool)
         for ent in preset:

@@ -2,6 +2,7 @@
 
 Class 0 is O; span type k has B = 1 + 2k and I = 2 + 2k, so adding a type appends columns.
 """
+import operator
 from typing import TYPE_CHECKING, Dict, Iterable, List, Sequence, Tuple
 
 import numpy
@@ -36,14 +37,18 @@ class BIOLabels(_MixinBase):
         self._label_hashes = [self.vocab.strings.add(label) for label in self.labels]
         self._type_by_hash = {h: k for k, h in enumerate(self._label_hashes)}
 
-    def _label_hashes_for(self, doc) -> List[int]:
-        """The labels' hashes, for Spans of `doc`: a Span's label must be in its Doc's
-        StringStore, so a Doc of another Vocab first gets the label strings (hashes are the
-        same in every Vocab)."""
-        if doc.vocab is not self.vocab:
-            for label in self.labels:
-                doc.vocab.strings.add(label)
+    def _label_hashes_for(self, docs: Sequence) -> List[int]:
+        """The labels' hashes, for Spans of `docs`: a Span's label must be in its Doc's
+        StringStore, so the Vocab of a Doc of another Vocab first gets the label strings (hashes
+        are the same in every Vocab)."""
+        for vocab in set(map(_vocab_of, docs)):
+            if vocab is not self.vocab:
+                for label in self.labels:
+                    vocab.strings.add(label)
         return self._label_hashes
+
+
+_vocab_of = operator.attrgetter("vocab")
 
 
 def n_bio_classes(n_types: int) -> int:

@@ -92,11 +92,11 @@ class BatchClasses(List[numpy.ndarray]):
         bounds = offsets.tolist()
         super().__init__(classes[a:b] for a, b in zip(bounds[:-1], bounds[1:]))
         self.classes, self.offsets, self.extra = classes, offsets, extra
+        self.lengths = numpy.diff(offsets).tolist()
 
     def matches(self, docs: Sequence[Doc]) -> bool:
         """Whether these were predicted for Docs of the lengths of `docs`."""
-        bounds = self.offsets.tolist()
-        return len(docs) == len(self) and all(len(doc) == b - a for doc, a, b in zip(docs, bounds, bounds[1:]))
+        return list(map(len, docs)) == self.lengths
 
 
 def batch_arrays(docs: Sequence[Doc], batch_classes: Sequence[numpy.ndarray], attrs: Sequence[int],
@@ -107,8 +107,8 @@ def batch_arrays(docs: Sequence[Doc], batch_classes: Sequence[numpy.ndarray], at
     if isinstance(batch_classes, BatchClasses) and batch_classes.extra.shape[1] == len(attrs) \
             and batch_classes.matches(docs):
         return batch_classes.classes, batch_classes.offsets, batch_classes.extra
-    lengths = [len(c) for c in batch_classes]
-    n_tokens = [len(doc) for doc in docs]
+    lengths = list(map(len, batch_classes))
+    n_tokens = list(map(len, docs))
     if n_tokens != lengths:
         raise ValueError(Errors.S303.format(name=name, n_predicted=sum(lengths), n_tokens=sum(n_tokens)))
     offsets = numpy.zeros((len(lengths) + 1,), dtype=numpy.int64)

@@ -297,7 +297,7 @@ def _ner_reference(ner, docs, batch_classes):
     from spacy_structperc.pipeline.bio import chunks_by_doc
 
     for doc, chunks in zip(docs, chunks_by_doc(list(batch_classes))):
-        hashes = ner._label_hashes_for(doc)
+        hashes = ner._label_hashes_for([doc])
         preset = list(doc.ents)
         found = [Span(doc, s, e, label=hashes[k]) for s, e, k in chunks]
         if preset:
