@@ -223,7 +223,8 @@ class AtomExtractor:
                         raise missing(atom)
                     raise ValueError(Errors.S009.format(attr=atom.upper(), atom=atom, name=name or self.component))
         orths = numpy.ascontiguousarray(values[:, 0], dtype=numpy.uint64)
-        atoms = numpy.zeros((len(orths), n_cols), dtype=numpy.uint64)
+        # Every row is written: by gather (whole rows, 0 in document atoms' columns), or below.
+        atoms = numpy.empty((len(orths), n_cols), dtype=numpy.uint64)
         missing = self._table.gather(orths, atoms)
         if len(missing):
             # A new word type's text comes from the vocab of a Doc that holds it.
@@ -233,7 +234,8 @@ class AtomExtractor:
                 orth = int(orths[i])
                 self._table.add(orth, self.word_atoms(docs[k].vocab.strings[orth]))
             found = numpy.zeros((len(missing), n_cols), dtype=numpy.uint64)
-            self._table.gather(orths[missing], found)
+            if len(self._table.gather(orths[missing], found)):   # cannot happen: all were added
+                raise RuntimeError("word types without atoms after adding them")
             atoms[missing] = found
         for k, (j, _, _) in enumerate(self._doc):
             atoms[:, j] = values[:, k + 1]
