@@ -199,11 +199,11 @@ class AtomExtractor:
         return row
 
     def batch(self, docs: Sequence[Doc], name: Optional[str] = None, extra: Sequence[int] = (),
-              missing: Optional[Callable[[str], Exception]] = None) -> AtomBatch:
+              on_missing: Optional[Callable[[str], Exception]] = None) -> AtomBatch:
         """The atoms of `docs`, concatenated; `name`, the pipe asking, is what errors name.
         `extra`: attribute ids (spacy.attrs) whose values are returned as AtomBatch.extra, read
         with the atoms' own `Doc.to_array` (one call per Doc in all). A Doc without the
-        annotation a document atom reads raises S009, or `missing(atom name)` if given."""
+        annotation a document atom reads raises S009, or `on_missing(atom name)` if given."""
         n_cols = len(self.atom_names)
         attrs = self._attrs + list(extra)
         lengths = list(map(len, docs))
@@ -219,8 +219,8 @@ class AtomExtractor:
             for k, (j, atom, attr) in enumerate(self._doc):
                 annotated = numpy.logical_or.reduceat(values[:, k + 1] != 0, starts)
                 if not annotated.all():
-                    if missing is not None:
-                        raise missing(atom)
+                    if on_missing is not None:
+                        raise on_missing(atom)
                     raise ValueError(Errors.S009.format(attr=atom.upper(), atom=atom, name=name or self.component))
         orths = numpy.ascontiguousarray(values[:, 0], dtype=numpy.uint64)
         # Every row is written: by gather (whole rows, 0 in document atoms' columns), or below.

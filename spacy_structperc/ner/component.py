@@ -18,13 +18,14 @@ Two details from the paper matter in practice:
 
 `n_latent = 1` is the plain structured perceptron (Collins 2002) over the same features.
 """
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple, cast
 
 import numpy
 from spacy.attrs import ENT_IOB, ENT_KB_ID, ENT_TYPE
 from spacy.tokens import Doc, Span
 from spacy.training import Example
 from spacy.vocab import Vocab
+from thinc.types import Ints2d
 
 from .._core import viterbi
 from ..errors import Errors, Warnings, warn
@@ -173,7 +174,7 @@ class LatentEntityRecognizer(BIOLabels, SequenceLabeller):
                 self._set_with_preset(doc, zip((starts[i:j] - a).tolist(), (ends[i:j] - a).tolist(),
                                                kinds[i:j].tolist()))
             else:
-                doc.from_array(self._write_attrs, values[a:b])
+                doc.from_array(self._write_attrs, cast(Ints2d, values[a:b]))
 
     def _set_with_preset(self, doc: Doc, chunks: Iterable[Tuple[int, int, int]]) -> None:
         """doc.ents = the Doc's entities and the found `chunks` (start, end, type index) that do
