@@ -7,7 +7,8 @@ predictions byte-identical: run it under two builds and compare the lines.
 
 Input: the words of a .spacy file (default: EWT dev, as bench_speed prepares it), as new Docs.
 Each line: the model dir, the word count and a sha256 over tags, POS, heads, dependency labels,
-sentence starts, entities (with labels) and every span group.
+sentence starts, entities (with labels, KB and entity ids) and every span group (with character
+offsets).
 """
 from __future__ import annotations
 
@@ -26,10 +27,12 @@ def digest(nlp, docs) -> str:
     h = hashlib.sha256()
     for doc in nlp.pipe(docs, batch_size=1000):
         for t in doc:
-            h.update(f"{t.tag_}\t{t.pos_}\t{t.head.i}\t{t.dep_}\t{t.is_sent_start}\t{t.ent_iob_}{t.ent_type_}\n".encode())
+            h.update(f"{t.tag_}\t{t.pos_}\t{t.head.i}\t{t.dep_}\t{t.is_sent_start}\t{t.ent_iob_}{t.ent_type_}"
+                     f"\t{t.ent_kb_id}\t{t.ent_id}\n".encode())
         for name in sorted(doc.spans):
             for span in doc.spans[name]:
-                h.update(f"{name}\t{span.start}\t{span.end}\t{span.label_}\n".encode())
+                h.update(f"{name}\t{span.start}\t{span.end}\t{span.start_char}\t{span.end_char}\t{span.label_}"
+                         f"\t{span.kb_id}\t{span.id}\n".encode())
         h.update(b"\x00")
     return h.hexdigest()
 

@@ -140,10 +140,12 @@ def check_atoms(names: Iterable[str]) -> None:
 
 class AtomBatch(NamedTuple):
     """The atoms of several Docs, concatenated: Doc k's tokens are rows offsets[k]:offsets[k + 1]
-    of `atoms` (and of `orths`, their orth ids)."""
+    of `atoms` (and of `orths`, their orth ids, and of `extra`, the values of the attributes the
+    caller asked for besides, read in the same `Doc.to_array` call; (n, 0) when none)."""
     atoms: numpy.ndarray
     offsets: numpy.ndarray
     orths: numpy.ndarray
+    extra: numpy.ndarray = numpy.zeros((0, 0), dtype=numpy.uint64)
 
     def doc_atoms(self, k: int) -> numpy.ndarray:
         return self.atoms[self.offsets[k]:self.offsets[k + 1]]
@@ -196,26 +198,33 @@ class AtomExtractor:
                     row[j] = _h(name, readings.get(name[4:]))
         return row
 
-    def batch(self, docs: Sequence[Doc], name: Optional[str] = None) -> AtomBatch:
-        """The atoms of `docs`, concatenated; `name`, the pipe asking, is what errors name."""
+    def batch(self, docs: Sequence[Doc], name: Optional[str] = None, extra: Sequence[int] = (),
+              on_missing: Optional[Callable[[str], Exception]] = None) -> AtomBatch:
+        """The atoms of `docs`, concatenated; `name`, the pipe asking, is what errors name.
+        `extra`: attribute ids (spacy.attrs) whose values are returned as AtomBatch.extra, read
+        with the atoms' own `Doc.to_array` (one call per Doc in all). A Doc without the
+        annotation a document atom reads raises S009, or `on_missing(atom name)` if given."""
         n_cols = len(self.atom_names)
-        attrs = self._attrs
-        lengths = [len(doc) for doc in docs]
-        columns = []
-        for doc, n in zip(docs, lengths):
-            if not n:
-                continue
-            for j, atom, attr in self._doc:
-                if not doc.has_annotation(attr):
-                    raise ValueError(Errors.S009.format(attr=atom.upper(), atom=atom, name=name or self.component))
-            columns.append(doc.to_array(attrs))
+        attrs = self._attrs + list(extra)
+        lengths = list(map(len, docs))
+        columns = [doc.to_array(attrs) for doc, n in zip(docs, lengths) if n]
         offsets = numpy.zeros((len(docs) + 1,), dtype=numpy.int64)
         offsets[1:] = numpy.cumsum(lengths)
         # to_array gives (n,) for one attribute and (n, k) for several.
         values = numpy.concatenate(columns) if columns else numpy.zeros((0,), dtype=numpy.uint64)
         values = values.reshape((int(offsets[-1]), len(attrs)))
+        if self._doc and len(values):
+            # Doc.has_annotation(attr) of a non-empty Doc is "some token's value is not 0".
+            starts = offsets[:-1][numpy.asarray(lengths) > 0]
+            for k, (j, atom, attr) in enumerate(self._doc):
+                annotated = numpy.logical_or.reduceat(values[:, k + 1] != 0, starts)
+                if not annotated.all():
+                    if on_missing is not None:
+                        raise on_missing(atom)
+                    raise ValueError(Errors.S009.format(attr=atom.upper(), atom=atom, name=name or self.component))
         orths = numpy.ascontiguousarray(values[:, 0], dtype=numpy.uint64)
-        atoms = numpy.zeros((len(orths), n_cols), dtype=numpy.uint64)
+        # Every row is written: by gather (whole rows, 0 in document atoms' columns), or below.
+        atoms = numpy.empty((len(orths), n_cols), dtype=numpy.uint64)
         missing = self._table.gather(orths, atoms)
         if len(missing):
             # A new word type's text comes from the vocab of a Doc that holds it.
@@ -225,11 +234,12 @@ class AtomExtractor:
                 orth = int(orths[i])
                 self._table.add(orth, self.word_atoms(docs[k].vocab.strings[orth]))
             found = numpy.zeros((len(missing), n_cols), dtype=numpy.uint64)
-            self._table.gather(orths[missing], found)
+            if len(self._table.gather(orths[missing], found)):   # cannot happen: all were added
+                raise RuntimeError("word types without atoms after adding them")
             atoms[missing] = found
         for k, (j, _, _) in enumerate(self._doc):
             atoms[:, j] = values[:, k + 1]
-        return AtomBatch(atoms, offsets, orths)
+        return AtomBatch(atoms, offsets, orths, values[:, len(self._attrs):])
 
     def __call__(self, doc: Doc, name: Optional[str] = None) -> numpy.ndarray:
         """The atoms of `doc`; `name`, the pipe asking, is what errors name."""

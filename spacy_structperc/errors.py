@@ -169,6 +169,8 @@ class Errors(metaclass=ErrorsWithCodes):
             "({reason}). Install the extra with `pip install \"spacy-structperc[lookups]\"` (or "
             "`pip install spacy-lookups-data`), or train it with a feature set without them "
             "({setting}). A trained pipeline never needs the extra: the tables are saved in it.")
+    S303 = ("Component '{name}' got predictions for {n_predicted} tokens to write to Docs of {n_tokens} "
+            "tokens: set_annotations takes the Docs that predict was given, with its output.")
 
     # S340-S379: distributed training and annotation (Dask).
     S340 = ("`{command}` needs Dask (dask.distributed), which is not installed. Install the "

@@ -18,20 +18,21 @@ Two details from the paper matter in practice:
 
 `n_latent = 1` is the plain structured perceptron (Collins 2002) over the same features.
 """
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple, cast
 
 import numpy
-from spacy.attrs import ENT_IOB, ENT_TYPE
+from spacy.attrs import ENT_IOB, ENT_KB_ID, ENT_TYPE
 from spacy.tokens import Doc, Span
 from spacy.training import Example
 from spacy.vocab import Vocab
+from thinc.types import Ints2d
 
 from .._core import viterbi
 from ..errors import Errors, Warnings, warn
 from ..model import PerceptronModel
 from ..atoms import AtomBatch
-from ..pipeline.bio import BIOLabels, bio_transitions, chunks_by_doc, latent_transitions, n_bio_classes
-from ..pipeline.sequence import SequenceLabeller
+from ..pipeline.bio import BIOLabels, batch_chunks, bio_transitions, latent_transitions, n_bio_classes
+from ..pipeline.sequence import SequenceLabeller, batch_arrays
 
 IOB_I, IOB_O, IOB_B = 1, 2, 3   # spaCy's token.ent_iob codes; 0 = no annotation
 
@@ -46,6 +47,9 @@ class LatentEntityRecognizer(BIOLabels, SequenceLabeller):
 
     factory_name = "structperc_ner"
     span_kind = "entity type"
+    # Read with the atoms: which Docs carry entities already, and the KB ids the write keeps.
+    read_attrs = (ENT_IOB, ENT_KB_ID)
+    _write_attrs = [ENT_IOB, ENT_TYPE, ENT_KB_ID]
 
     def __init__(self, vocab: Vocab, model: PerceptronModel, name: str = "ner", *, n_latent: int = 4,
                  order: int = 1, reset_every: int = 4, init_scale: float = 0.01, seed: int = 0,
@@ -102,8 +106,8 @@ class LatentEntityRecognizer(BIOLabels, SequenceLabeller):
 
     def _position_masks(self, docs: Sequence[Doc], atoms: AtomBatch) -> Optional[numpy.ndarray]:
         masks = None
-        for k, doc in enumerate(docs):
-            mask = self._preset_mask(doc, None) if len(doc) else None
+        for k in _with_entities(atoms.extra[:, 0], atoms.offsets):
+            mask = self._preset_mask(docs[k], None)
             if mask is not None:
                 if masks is None:
                     masks = numpy.ones((len(atoms.atoms), self.n_classes), dtype=numpy.uint8)
@@ -140,17 +144,48 @@ class LatentEntityRecognizer(BIOLabels, SequenceLabeller):
         return numpy.ascontiguousarray(numpy.repeat(allowed, self.n_latent, axis=1))
 
     def set_annotations(self, docs: Iterable[Doc], batch_classes: List[numpy.ndarray]) -> None:
+        """Write the entities to doc.ents, as `doc.ents = entities` would (the tokens outside them
+        become O), keeping the entities a Doc already has. A Doc without entities gets its
+        ENT_IOB, ENT_TYPE and ENT_KB_ID in one from_array (the KB ids of tokens outside entities
+        kept, as doc.ents leaves them); the others go through doc.ents."""
         docs = list(docs)
-        for doc, chunks in zip(docs, chunks_by_doc(batch_classes)):
-            hashes = self._label_hashes_for(doc)
-            preset = list(doc.ents)
-            found = [Span(doc, s, e, label=hashes[k]) for s, e, k in chunks]
-            if preset:
-                taken = numpy.zeros((len(doc),), dtype=bool)
-                for ent in preset:
-                    taken[ent.start:ent.end] = True
-                found = preset + [span for span in found if not taken[span.start:span.end].any()]
-            doc.ents = found
+        classes, offsets, read = batch_arrays(docs, batch_classes, self.read_attrs, self.name)
+        self._label_hashes_for(docs)
+        hashes = numpy.asarray(self._label_hashes, dtype=numpy.uint64)
+        starts, ends, kinds, doc_of = batch_chunks(classes, offsets)
+        values = numpy.empty((len(classes), 3), dtype=numpy.uint64)
+        inside = classes != 0
+        values[:, 0] = numpy.where(inside, IOB_I, IOB_O)
+        values[starts, 0] = IOB_B
+        values[:, 1] = 0
+        if len(starts):
+            values[inside, 1] = numpy.repeat(hashes[kinds], ends - starts)
+        values[:, 2] = numpy.where(inside, 0, read[:, 1])
+        bounds = offsets.tolist()
+        preset = set(_with_entities(read[:, 0], offsets))
+        if preset:
+            per_doc = numpy.searchsorted(doc_of, numpy.arange(len(docs) + 1)).tolist()
+        for k, doc in enumerate(docs):
+            a, b = bounds[k], bounds[k + 1]
+            if a == b:
+                continue
+            if k in preset:
+                i, j = per_doc[k], per_doc[k + 1]
+                self._set_with_preset(doc, zip((starts[i:j] - a).tolist(), (ends[i:j] - a).tolist(),
+                                               kinds[i:j].tolist()))
+            else:
+                doc.from_array(self._write_attrs, cast(Ints2d, values[a:b]))
+
+    def _set_with_preset(self, doc: Doc, chunks: Iterable[Tuple[int, int, int]]) -> None:
+        """doc.ents = the Doc's entities and the found `chunks` (start, end, type index) that do
+        not overlap them."""
+        hashes = self._label_hashes
+        found = [Span(doc, s, e, label=hashes[k]) for s, e, k in chunks]
+        preset = list(doc.ents)
+        taken = numpy.zeros((len(doc),), dtype=bool)
+        for ent in preset:
+            taken[ent.start:ent.end] = True
+        doc.ents = preset + [span for span in found if not taken[span.start:span.end].any()]
 
     # Training ----------------------------------------------------------------------------------
 
@@ -256,3 +291,10 @@ class LatentEntityRecognizer(BIOLabels, SequenceLabeller):
                 raise ValueError(Errors.S004.format(label=label, name=self.name))
             classes[i] = (1 if move in ("B", "U") else 2) + 2 * k
         return classes
+
+
+def _with_entities(iob: numpy.ndarray, offsets: numpy.ndarray) -> List[int]:
+    """The Docs of a batch (Doc k's tokens are rows offsets[k]:offsets[k + 1]) with a token
+    marked B or I: those that may carry entities already."""
+    marked = numpy.flatnonzero((iob == IOB_B) | (iob == IOB_I))
+    return numpy.unique(numpy.searchsorted(offsets, marked, side="right") - 1).tolist()

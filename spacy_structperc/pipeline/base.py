@@ -160,10 +160,13 @@ class PerceptronPipe(TrainablePipe):
                 continue
             for name, attr in required.items():
                 if not doc.has_annotation(attr):
-                    raise ValueError(Errors.S300.format(
-                        name=self.name, factory=self.factory_name, attr=f"token.{name}_",
-                        ATTR=name.upper(), why=f"its features use the '{name}' of each word",
-                        fix=self._missing_input_fix(name)))
+                    raise self._missing_input(name)
+
+    def _missing_input(self, name: str) -> ValueError:
+        """The S300 error for Docs without the annotation feature atom `name` reads."""
+        return ValueError(Errors.S300.format(
+            name=self.name, factory=self.factory_name, attr=f"token.{name}_", ATTR=name.upper(),
+            why=f"its features use the '{name}' of each word", fix=self._missing_input_fix(name)))
 
     def __call__(self, doc: Doc) -> Doc:
         try:

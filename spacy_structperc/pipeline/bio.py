@@ -2,6 +2,7 @@
 
 Class 0 is O; span type k has B = 1 + 2k and I = 2 + 2k, so adding a type appends columns.
 """
+import operator
 from typing import TYPE_CHECKING, Dict, Iterable, List, Sequence, Tuple
 
 import numpy
@@ -36,14 +37,18 @@ class BIOLabels(_MixinBase):
         self._label_hashes = [self.vocab.strings.add(label) for label in self.labels]
         self._type_by_hash = {h: k for k, h in enumerate(self._label_hashes)}
 
-    def _label_hashes_for(self, doc) -> List[int]:
-        """The labels' hashes, for Spans of `doc`: a Span's label must be in its Doc's
-        StringStore, so a Doc of another Vocab first gets the label strings (hashes are the
-        same in every Vocab)."""
-        if doc.vocab is not self.vocab:
-            for label in self.labels:
-                doc.vocab.strings.add(label)
+    def _label_hashes_for(self, docs: Sequence) -> List[int]:
+        """The labels' hashes, for Spans of `docs`: a Span's label must be in its Doc's
+        StringStore, so the Vocab of a Doc of another Vocab first gets the label strings (hashes
+        are the same in every Vocab)."""
+        for vocab in set(map(_vocab_of, docs)):
+            if vocab is not self.vocab:
+                for label in self.labels:
+                    vocab.strings.add(label)
         return self._label_hashes
+
+
+_vocab_of = operator.attrgetter("vocab")
 
 
 def n_bio_classes(n_types: int) -> int:
@@ -95,16 +100,28 @@ def classes_to_chunks(classes) -> List[Tuple[int, int, int]]:
 
 
 def chunks_by_doc(batch_classes: Sequence[numpy.ndarray]) -> List[List[Tuple[int, int, int]]]:
-    """`classes_to_chunks` of each doc's classes, found for the whole batch at once.
+    """`classes_to_chunks` of each doc's classes, found for the whole batch at once."""
+    lengths = numpy.array([len(c) for c in batch_classes], dtype=numpy.int64)
+    offsets = numpy.concatenate([[0], numpy.cumsum(lengths)]).astype(numpy.int64)
+    if offsets[-1] == 0:
+        return [[] for _ in batch_classes]
+    c = numpy.concatenate([numpy.asarray(x, dtype=numpy.int64) for x in batch_classes])
+    starts, ends, kinds, doc_of = batch_chunks(c, offsets)
+    base = offsets[doc_of]
+    rows = list(zip((starts - base).tolist(), (ends - base).tolist(), kinds.tolist()))
+    per_doc = numpy.searchsorted(doc_of, numpy.arange(len(batch_classes) + 1))
+    return [rows[a:b] for a, b in zip(per_doc[:-1].tolist(), per_doc[1:].tolist())]
+
+
+def batch_chunks(classes: numpy.ndarray, offsets: numpy.ndarray) -> Tuple[numpy.ndarray, ...]:
+    """The chunks of a batch's BIO classes (Doc k's tokens are classes[offsets[k]:offsets[k + 1]]),
+    as arrays in batch order: (start, end) rows of the batch, type index and Doc of each.
 
     A chunk starts at every B, and at an I that does not continue a chunk of its type (after O,
     at the start of a doc or after another type); it ends before the next start or O."""
-    lengths = numpy.array([len(c) for c in batch_classes], dtype=numpy.int64)
-    offsets = numpy.concatenate([[0], numpy.cumsum(lengths)])
-    n = int(offsets[-1])
-    if n == 0:
-        return [[] for _ in batch_classes]
-    c = numpy.concatenate([numpy.asarray(x, dtype=numpy.int64) for x in batch_classes])
+    c = numpy.asarray(classes, dtype=numpy.int64)
+    n = len(c)
+    lengths = numpy.diff(offsets)
     inside = c != 0
     is_b = (c % 2) == 1
     kind = numpy.where(is_b, (c - 1) // 2, (c - 2) // 2)
@@ -118,7 +135,4 @@ def chunks_by_doc(batch_classes: Sequence[numpy.ndarray]) -> List[List[Tuple[int
     following = numpy.searchsorted(boundaries, start_idx, side="right")
     ends = numpy.append(boundaries, n)[following]
     doc_of = numpy.searchsorted(offsets, start_idx, side="right") - 1
-    base = offsets[doc_of]
-    rows = list(zip((start_idx - base).tolist(), (ends - base).tolist(), kind[start_idx].tolist()))
-    per_doc = numpy.searchsorted(doc_of, numpy.arange(len(batch_classes) + 1))
-    return [rows[a:b] for a, b in zip(per_doc[:-1].tolist(), per_doc[1:].tolist())]
+    return start_idx, ends, kind[start_idx], doc_of

@@ -81,6 +81,45 @@ class Prepared(NamedTuple):
     windows: numpy.ndarray
 
 
+class BatchClasses(List[numpy.ndarray]):
+    """What `predict` returns: the class ids of each Doc (a list of arrays, one per Doc), with
+    the whole batch's `classes` concatenated, the Docs' `offsets` into them and `extra`, the
+    values of the component's `read_attrs` read with the atoms at predict time (rows as
+    `classes`), so set_annotations makes no second pass over the Docs to read them. A plain
+    list of arrays is accepted by set_annotations too (it then reads the Docs itself)."""
+
+    def __init__(self, classes: numpy.ndarray, offsets: numpy.ndarray, extra: numpy.ndarray):
+        bounds = offsets.tolist()
+        super().__init__(classes[a:b] for a, b in zip(bounds[:-1], bounds[1:]))
+        self.classes, self.offsets, self.extra = classes, offsets, extra
+        self.lengths = numpy.diff(offsets).tolist()
+
+    def matches(self, docs: Sequence[Doc]) -> bool:
+        """Whether these were predicted for Docs of the lengths of `docs`."""
+        return list(map(len, docs)) == self.lengths
+
+
+def batch_arrays(docs: Sequence[Doc], batch_classes: Sequence[numpy.ndarray], attrs: Sequence[int],
+                 name: str) -> Tuple[numpy.ndarray, numpy.ndarray, numpy.ndarray]:
+    """(classes concatenated, offsets, values of `attrs`) of predictions for `docs`: taken from a
+    matching BatchClasses, else concatenated and read from the Docs; `name` (the pipe) is what
+    errors name."""
+    if isinstance(batch_classes, BatchClasses) and batch_classes.extra.shape[1] == len(attrs) \
+            and batch_classes.matches(docs):
+        return batch_classes.classes, batch_classes.offsets, batch_classes.extra
+    lengths = list(map(len, batch_classes))
+    n_tokens = list(map(len, docs))
+    if n_tokens != lengths:
+        raise ValueError(Errors.S303.format(name=name, n_predicted=sum(lengths), n_tokens=sum(n_tokens)))
+    offsets = numpy.zeros((len(lengths) + 1,), dtype=numpy.int64)
+    offsets[1:] = numpy.cumsum(lengths)
+    classes = numpy.concatenate(batch_classes) if lengths else numpy.zeros((0,), dtype=numpy.int32)
+    columns = [doc.to_array(list(attrs)).reshape((len(doc), len(attrs))) for doc in docs if len(doc)] \
+        if attrs else []
+    extra = numpy.concatenate(columns) if columns else numpy.zeros((len(classes), len(attrs)), dtype=numpy.uint64)
+    return classes, offsets, extra
+
+
 def _choice(name: str, setting: str, value, options) -> None:
     if value not in options:
         raise ValueError(Errors.S008.format(setting=setting, value=value, name=name, options=list(options)))
@@ -90,6 +129,9 @@ class SequenceLabeller(PerceptronPipe):
     """A structured-perceptron sequence labeller: subclass it, do not add it to a pipeline."""
 
     model: PerceptronModel
+    # Doc attributes (spacy.attrs ids) set_annotations reads: read with the atoms at predict
+    # time and handed over in BatchClasses.extra.
+    read_attrs: Tuple[int, ...] = ()
 
     def __init__(self, vocab: Vocab, model: PerceptronModel, name: str, *,
                  decoder: str = "greedy", lookahead_depth: int = 0, order: int = 2,
@@ -155,6 +197,10 @@ class SequenceLabeller(PerceptronPipe):
 
     # Decoding ----------------------------------------------------------------------------------
 
+    def check_inputs(self, docs: Iterable[Doc]) -> None:
+        """Nothing to do before predict: reading the atoms checks the annotations the features
+        use, for the whole batch at once, and raises the same S300 (see PerceptronPipe)."""
+
     def _bind(self, doc: Doc, gold: Optional[numpy.ndarray] = None) -> None:
         self._bind_arrays(self.model.atoms(doc, self.name), self._position_mask(doc, gold), gold)
 
@@ -195,8 +241,9 @@ class SequenceLabeller(PerceptronPipe):
             return self._project(beam.decode(self.system, param))
         return self._project(lookahead.decode(self.system, param))
 
-    def predict(self, docs: Iterable[Doc]) -> List[numpy.ndarray]:
-        """Class ids for every token of every doc, with averaged weights.
+    def predict(self, docs: Iterable[Doc]) -> BatchClasses:
+        """Class ids for every token of every doc, with averaged weights (a list of arrays, one
+        per doc: a BatchClasses, see there).
 
         The whole batch is decoded in one call with the GIL released (`_core/batch.pyx`). A Doc
         of up to WINDOW + 2 * MARGIN tokens is decoded at once. A longer one is decoded a window
@@ -207,10 +254,10 @@ class SequenceLabeller(PerceptronPipe):
 
     def _prepare(self, docs: Sequence[Doc]) -> Prepared:
         """The atoms, position masks and windows of a batch (the first stage of predict)."""
-        atoms = self.model.atoms.batch(docs, self.name)
+        atoms = self.model.atoms.batch(docs, self.name, self.read_attrs, self._missing_input)
         return Prepared(atoms, self._position_masks(docs, atoms), batch_windows(docs, atoms.offsets))
 
-    def _decode_prepared(self, prepared: Prepared) -> List[numpy.ndarray]:
+    def _decode_prepared(self, prepared: Prepared) -> BatchClasses:
         """Decode a prepared batch (the second stage of predict): class ids per doc."""
         atoms, offsets = prepared.atoms.atoms, prepared.atoms.offsets
         allowed, windows = prepared.allowed, prepared.windows
@@ -229,8 +276,7 @@ class SequenceLabeller(PerceptronPipe):
         classes = batch.tag(system, decoder, param, atoms, allowed, windows, start_mask)
         if rtl:
             classes = classes[::-1]
-        classes = self._project(classes)
-        return [classes[a:b] for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist())]
+        return BatchClasses(self._project(classes), offsets, prepared.atoms.extra)
 
     def kbest(self, doc: Doc, k: int, width: Optional[int] = None) -> List:
         """The k best distinct label sequences of `doc` by beam search of width max(k,

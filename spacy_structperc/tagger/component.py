@@ -18,7 +18,7 @@ from .._core.atoms import AtomTable
 from ..errors import Errors
 from ..atoms import AtomBatch
 from ..model import PerceptronModel
-from ..pipeline.sequence import SequenceLabeller, _choice
+from ..pipeline.sequence import SequenceLabeller, _choice, batch_arrays
 
 ATTRS = {"tag": TAG, "pos": POS}
 
@@ -155,22 +155,18 @@ class StructuredTagger(SequenceLabeller):
         """Write the tags (and their POS) of the whole batch with one from_array per Doc."""
         attr = ATTRS[self.cfg["attr"]]
         with_pos = attr == TAG and bool(self._pos_values.any())
-        batch_classes = list(batch_classes)
-        if not batch_classes:
-            return
-        classes = numpy.concatenate(batch_classes)
+        docs = list(docs)
+        classes, offsets, _ = batch_arrays(docs, batch_classes, (), self.name)
         if with_pos:
             attrs = [TAG, POS]
             values = numpy.stack([self._label_values[classes], self._pos_values[classes]], axis=1)
         else:
             attrs = [attr]
             values = self._label_values[classes].reshape((-1, 1))
-        start = 0
-        for doc in docs:
-            n = len(doc)
-            if n:
-                doc.from_array(attrs, cast(Ints2d, values[start:start + n]))
-                start += n
+        bounds = offsets.tolist()
+        for doc, a, b in zip(docs, bounds, bounds[1:]):
+            if a < b:
+                doc.from_array(attrs, cast(Ints2d, values[a:b]))
 
     # Training ----------------------------------------------------------------------------------
 

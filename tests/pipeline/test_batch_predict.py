@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy
 import pytest
+import spacy
 from spacy.tokens import Doc, Span
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "reliability"))
@@ -275,3 +276,129 @@ def test_predict_calls_keep_a_loaded_models_weights_version(nlp, tmp_path):
     list(loaded.pipe(make_docs(loaded, tagged=False), batch_size=5))
     assert [pipe.model.weights.version for _, pipe in loaded.pipeline] == versions
     assert loaded.get_pipe("structperc_tagger").system.type_cache_entries == entries > 0
+
+
+# Bulk writing (set_annotations from the batch's arrays) against the Span-per-span write ----------
+
+def _random_batch_classes(pipe, docs, rng):
+    """Random class ids for `docs` (any of O, B-X, I-X anywhere, so I after O or after another
+    type occurs), as predict returns them: a BatchClasses carrying the attributes read."""
+    from spacy_structperc.pipeline.sequence import BatchClasses
+
+    atoms = pipe.model.atoms.batch(docs, pipe.name, pipe.read_attrs)
+    n_bio = 1 + 2 * len(pipe.labels)
+    classes = rng.integers(0, n_bio, size=len(atoms.atoms)).astype(numpy.int32)
+    classes[rng.random(len(classes)) < 0.4] = 0
+    return BatchClasses(classes, atoms.offsets, atoms.extra)
+
+
+def _ner_reference(ner, docs, batch_classes):
+    """What the NER wrote before the bulk write: a Span per entity, `doc.ents = preset + found`."""
+    from spacy_structperc.pipeline.bio import chunks_by_doc
+
+    for doc, chunks in zip(docs, chunks_by_doc(list(batch_classes))):
+        hashes = ner._label_hashes_for([doc])
+        preset = list(doc.ents)
+        found = [Span(doc, s, e, label=hashes[k]) for s, e, k in chunks]
+        if preset:
+            taken = numpy.zeros((len(doc),), dtype=bool)
+            for ent in preset:
+                taken[ent.start:ent.end] = True
+            found = preset + [span for span in found if not taken[span.start:span.end].any()]
+        doc.ents = found
+
+
+def _ner_docs(nlp, vocab=None):
+    """make_docs' Docs (one with preset entities, empty ones), a token with a KB id outside any
+    entity and one entity with a KB id and an entity id, tokens marked O and missing."""
+    docs = make_docs(nlp)
+    if vocab is not None:
+        docs = [Doc(vocab, words=[t.text for t in d], tags=[t.tag_ for t in d]) for d in docs]
+    docs[0][2].ent_kb_id_ = "Q1"              # no entity: its KB id stays
+    docs[5].ents = [Span(docs[5], 2, 4, label="PER", kb_id="Q2", span_id="id7")]
+    docs[7].set_ents([], default="outside")    # all O: free, as missing
+    return docs
+
+
+def _ent_arrays(docs):
+    from spacy.attrs import ENT_ID, ENT_IOB, ENT_KB_ID, ENT_TYPE
+
+    return [(d.to_array([ENT_IOB, ENT_TYPE, ENT_KB_ID, ENT_ID]).tolist(),
+             [(e.start, e.end, e.label_, e.kb_id_, e.id_) for e in d.ents]) for d in docs]
+
+
+@pytest.mark.parametrize("as_list", [False, True])
+@pytest.mark.parametrize("foreign_vocab", [False, True])
+def test_ner_bulk_write_equals_the_span_write(nlp, as_list, foreign_vocab):
+    from spacy.vocab import Vocab
+
+    ner = nlp.get_pipe("structperc_ner")
+    rng = numpy.random.default_rng(1)
+    kept_outside = 0
+    for trial in range(4):
+        vocab = Vocab() if foreign_vocab else None
+        docs, reference = _ner_docs(nlp, vocab), _ner_docs(nlp, vocab)
+        preds = _random_batch_classes(ner, docs, rng)
+        _ner_reference(ner, reference, preds)
+        ner.set_annotations(docs, [numpy.array(c) for c in preds] if as_list else preds)
+        assert _ent_arrays(docs) == _ent_arrays(reference)
+        assert sum(len(d.ents) for d in docs) > 20
+        token = docs[0][2]
+        if token.ent_iob_ == "O":
+            assert token.ent_kb_id_ == "Q1"
+            kept_outside += 1
+        assert [(e.start, e.end, e.kb_id_, e.id_) for e in docs[5].ents if e.label_ == "PER"][:1] == [(2, 4, "Q2", "id7")]
+    assert kept_outside
+
+
+@pytest.mark.parametrize("as_list", [False, True])
+def test_chunker_write_equals_the_span_write(nlp, as_list):
+    from spacy_structperc.pipeline.bio import chunks_by_doc
+
+    chunker = nlp.get_pipe("structperc_chunker")
+    key = chunker.cfg["spans_key"]
+    docs, reference = make_docs(nlp), make_docs(nlp)
+    preds = _random_batch_classes(chunker, docs, numpy.random.default_rng(2))
+    for doc, chunks in zip(reference, chunks_by_doc(list(preds))):
+        doc.spans[key] = [Span(doc, s, e, label=chunker.labels[k]) for s, e, k in chunks]
+    chunker.set_annotations(docs, [numpy.array(c) for c in preds] if as_list else preds)
+
+    def spans(d):
+        return [(s.start, s.end, s.start_char, s.end_char, s.label_, s.text) for s in d.spans[key]]
+
+    assert [spans(d) for d in docs] == [spans(d) for d in reference]
+    assert sum(len(d.spans[key]) for d in docs) > 20
+
+
+@pytest.mark.parametrize("factory", ["structperc_tagger", "structperc_chunker", "structperc_ner"])
+def test_predictions_of_other_docs_raise_a_coded_error(nlp, factory):
+    pipe = nlp.get_pipe(factory)
+    docs = [d for d in make_docs(nlp) if len(d)][:4]
+    preds = pipe.predict(docs)
+    for wrong in (docs[1:] + docs[:1], docs[:-1]):
+        with pytest.raises(ValueError, match=r"\[S303\]"):
+            pipe.set_annotations(wrong, preds)
+        with pytest.raises(ValueError, match=r"\[S303\]"):
+            pipe.set_annotations(wrong, list(preds))
+    # The same Docs again (annotated since): a BatchClasses is still theirs.
+    pipe.set_annotations(docs, preds)
+
+
+def test_a_batch_with_one_untagged_doc_raises_s300_through_pipe(nlp):
+    docs = make_docs(nlp)
+    k = next(i for i in range(4, len(docs)) if len(docs[i]))
+    docs[k] = Doc(nlp.vocab, words=[t.text for t in docs[k]])    # no tags
+    chunker = nlp.get_pipe("structperc_chunker")
+    assert "tag" in chunker.model.atom_names
+    with pytest.raises(ValueError, match=r"\[S300\] Component 'structperc_chunker'.*token\.tag_"):
+        list(chunker.pipe(docs, batch_size=100))
+    with pytest.raises(ValueError, match=r"\[S300\] Component 'structperc_chunker'.*token\.tag_"):
+        chunker(docs[k])
+    # The error handler gets the batch, and the other batches go on.
+    seen = []
+    chunker.set_error_handler(lambda name, pipe, batch, e: seen.append((name, len(batch), "S300" in str(e))))
+    try:
+        out = list(chunker.pipe(docs, batch_size=3))
+    finally:
+        chunker.set_error_handler(spacy.util.raise_error)
+    assert seen == [("structperc_chunker", 3, True)] and len(out) == len(docs) - 3
