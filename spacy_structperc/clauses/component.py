@@ -19,6 +19,8 @@ the scorer still counts them as missed.
 import warnings
 from typing import Dict, Iterable, List, Optional, Tuple
 
+import numpy
+from spacy.attrs import SENT_START
 from spacy.tokens import Doc, Span
 from spacy.training import Example, validate_examples, validate_get_examples
 from spacy.vocab import Vocab
@@ -136,6 +138,16 @@ class ClauseIdentifier(PerceptronPipe):
             return [(s.start, s.end) for s in doc.sents]
         return [(0, len(doc))]
 
+    @staticmethod
+    def sentence_starts(doc: Doc) -> numpy.ndarray:
+        """The first token of each sentence (only 0 without sentence boundaries)."""
+        if doc.has_annotation("SENT_START"):
+            starts = numpy.flatnonzero(doc.to_array(SENT_START) == 1)
+            if len(starts) and starts[0] == 0:
+                return starts
+            return numpy.concatenate([[0], starts])
+        return numpy.zeros((1,), dtype=numpy.int64)
+
     def _bind(self, rec: SpanRecognizer, features, start: int, end: int) -> None:
         atoms, elements, is_vp = features
         rec.set_sentence(atoms[start:end], elements[start:end], is_vp[start:end])
@@ -150,10 +162,8 @@ class ClauseIdentifier(PerceptronPipe):
         for doc in docs:
             clauses: List[Clause] = []
             if len(doc):
-                features = self._atoms(doc)
-                for start, end in self.sentence_bounds(doc):
-                    self._bind(rec, features, start, end)
-                    clauses.extend((start + s, start + e + 1) for s, e in rec.recognize())
+                atoms, elements, is_vp = self._atoms(doc)
+                clauses = [(s, e + 1) for s, e in rec.recognize_doc(atoms, elements, is_vp, self.sentence_starts(doc))]
             out.append(clauses)
         return out
 
