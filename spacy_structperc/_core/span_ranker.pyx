@@ -22,7 +22,7 @@ Nothing here knows spaCy: a sentence comes in as arrays of atoms (one row per to
 """
 from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memset
-from libc.stdint cimport uint64_t, int32_t, uint8_t
+from libc.stdint cimport uint64_t, int32_t, int64_t, uint8_t
 cimport cython
 import numpy
 
@@ -600,31 +600,34 @@ cdef class SpanRecognizer(_PhraseScorer):
         cdef double total = 0.0
         return _search(self.n, &st[0], &en[0], self.max_span, self, &total)
 
-    def recognize_doc(self, atoms, elements, is_vp, sent_starts):
+    def recognize_doc(self, atoms, elements, is_vp, sent_start):
         """The clauses of every sentence of a document, as binding and recognizing each sentence
         in turn would find them, without the per-sentence arrays: atoms, elements and is_vp
-        cover the whole document, sent_starts holds the first token of each sentence
-        (ascending, the first 0). Returns inclusive (s, e) pairs in document positions; the
-        last sentence stays bound."""
+        cover the whole document, sent_start has one flag per token (1: the token starts a
+        sentence, as spaCy's SENT_START; the first token always does). Returns inclusive (s, e)
+        pairs in document positions; the last sentence stays bound."""
         atoms = numpy.ascontiguousarray(atoms, dtype=numpy.uint64)
         elements = numpy.ascontiguousarray(elements, dtype=numpy.uint64)
         is_vp = numpy.ascontiguousarray(is_vp, dtype=numpy.uint8)
         cdef int N = atoms.shape[0] if atoms.ndim == 2 else -1
         if N < 0 or atoms.shape[1] != len(ATOM_NAMES):
             raise ValueError(f"atoms must be (n, {len(ATOM_NAMES)}), got {atoms.shape}")
-        if elements.shape != (N,) or is_vp.shape != (N,):
-            raise ValueError("elements and is_vp need one value per token")
-        cdef const int32_t[::1] starts = numpy.ascontiguousarray(sent_starts, dtype=numpy.int32)
-        cdef int n_sents = starts.shape[0]
+        cdef const int64_t[::1] flags = numpy.ascontiguousarray(sent_start, dtype=numpy.int64)
+        if elements.shape != (N,) or is_vp.shape != (N,) or flags.shape[0] != N:
+            raise ValueError("elements, is_vp and sent_start need one value per token")
         if N == 0:
             self.n = 0
             return []
-        cdef int j
-        cdef bint ok = n_sents > 0 and starts[0] == 0 and starts[n_sents - 1] < N
-        for j in range(n_sents - 1):
-            ok = ok and starts[j] < starts[j + 1]
-        if not ok:
-            raise ValueError("sent_starts must ascend from 0 and lie inside the document")
+        cdef int j, n_sents = 1
+        for j in range(1, N):
+            n_sents += flags[j] == 1
+        starts_arr = numpy.zeros((n_sents,), dtype=numpy.int32)
+        cdef int32_t[::1] starts = starts_arr
+        n_sents = 1
+        for j in range(1, N):
+            if flags[j] == 1:
+                starts[n_sents] = j
+                n_sents += 1
         cdef int width = max(1, self.templates.n_static)
         keys = numpy.zeros((N, width), dtype=numpy.uint64)
         n_keys = numpy.zeros((N,), dtype=numpy.int32)

@@ -19,8 +19,6 @@ the scorer still counts them as missed.
 import warnings
 from typing import Dict, Iterable, List, Optional, Tuple
 
-import numpy
-from spacy.attrs import SENT_START
 from spacy.tokens import Doc, Span
 from spacy.training import Example, validate_examples, validate_get_examples
 from spacy.vocab import Vocab
@@ -138,16 +136,6 @@ class ClauseIdentifier(PerceptronPipe):
             return [(s.start, s.end) for s in doc.sents]
         return [(0, len(doc))]
 
-    @staticmethod
-    def sentence_starts(doc: Doc) -> numpy.ndarray:
-        """The first token of each sentence (only 0 without sentence boundaries)."""
-        if doc.has_annotation("SENT_START"):
-            starts = numpy.flatnonzero(doc.to_array(SENT_START) == 1)
-            if len(starts) and starts[0] == 0:
-                return starts
-            return numpy.concatenate([[0], starts])
-        return numpy.zeros((1,), dtype=numpy.int64)
-
     def _bind(self, rec: SpanRecognizer, features, start: int, end: int) -> None:
         atoms, elements, is_vp = features
         rec.set_sentence(atoms[start:end], elements[start:end], is_vp[start:end])
@@ -162,8 +150,13 @@ class ClauseIdentifier(PerceptronPipe):
         for doc in docs:
             clauses: List[Clause] = []
             if len(doc):
-                atoms, elements, is_vp = self._atoms(doc)
-                clauses = [(s, e + 1) for s, e in rec.recognize_doc(atoms, elements, is_vp, self.sentence_starts(doc))]
+                atoms, elements, is_vp, sent_start = self._atoms(doc, sentences=True)
+                if "sents" in doc.user_hooks:   # sentences as doc.sents gives them
+                    sent_start = sent_start.copy()
+                    sent_start[:] = 0
+                    sent_start[[s for s, _ in self.sentence_bounds(doc)]] = 1
+                # Else SENT_START as doc.sents reads it: 1 starts a sentence (none set: one).
+                clauses = [(s, e + 1) for s, e in rec.recognize_doc(atoms, elements, is_vp, sent_start)]
             out.append(clauses)
         return out
 

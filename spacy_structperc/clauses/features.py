@@ -11,7 +11,7 @@ a VP is a maximal run of MD / VB* / TO tokens.
 from typing import Dict, List, Optional, Tuple
 
 import numpy
-from spacy.attrs import ORTH, TAG
+from spacy.attrs import ORTH, SENT_START, TAG
 from spacy.tokens import Doc
 from spacy.util import registry
 
@@ -107,15 +107,18 @@ class ClauseAtoms:
             value = self._vp[tag] = _h("el", "VP:" + strings[tag])
         return value
 
-    def __call__(self, doc: Doc):
+    def __call__(self, doc: Doc, sentences: bool = False):
+        """(atoms, elements, is_vp) of the Doc; with sentences, also its SENT_START column
+        (1 where a sentence starts), read in the same pass."""
         n = len(doc)
         if n and not doc.has_annotation("TAG"):
             raise ValueError(Errors.S203.format(name=self.name))
         atoms = numpy.zeros((n, len(ATOM_NAMES)), dtype=numpy.uint64)
         if n == 0:
-            return atoms, numpy.zeros((0,), dtype=numpy.uint64), numpy.zeros((0,), dtype=numpy.uint8)
+            empty = (atoms, numpy.zeros((0,), dtype=numpy.uint64), numpy.zeros((0,), dtype=numpy.uint8))
+            return empty + (numpy.zeros((0,), dtype=numpy.int64),) if sentences else empty
         strings = doc.vocab.strings
-        columns = doc.to_array([ORTH, TAG])
+        columns = doc.to_array([ORTH, TAG, SENT_START] if sentences else [ORTH, TAG])
         tags = columns[:, 1].tolist()
         atoms[:, 0] = 1
         atoms[:, 2] = columns[:, 1]
@@ -153,6 +156,8 @@ class ClauseAtoms:
                     i = j + 1
                 else:
                     i += 1
+        if sentences:
+            return atoms, elements, is_vp, columns[:, 2]
         return atoms, elements, is_vp
 
 

@@ -367,14 +367,17 @@ def test_recognize_doc_equals_sentence_by_sentence(seed, n, n_sents, max_boundar
     last_scores = rec.start_scores.copy()
     last_starts = rec.starts
     rec.set_sentence(atoms[:1], elements[:1], is_vp[:1])   # bound elsewhere before the call
-    assert rec.recognize_doc(atoms, elements, is_vp, starts) == expected
+    flags = numpy.full(n, -1)
+    flags[starts] = 1
+    flags[0] = int(rng.integers(-1, 2))   # the first token starts a sentence whatever it says
+    assert rec.recognize_doc(atoms, elements, is_vp, flags) == expected
     assert rec.n == bounds[-1][1] - bounds[-1][0]
     assert rec.start_scores.tolist() == last_scores.tolist() and rec.starts == last_starts
 
 
-@pytest.mark.parametrize("starts", [[], [1], [0, 0], [0, 5], [0, 3, 2]])
-def test_recognize_doc_rejects_bad_sentence_starts(starts):
+@pytest.mark.parametrize("flags", [[], [1, 0, 0, 0], [1, 0, 0, 0, 0, 0]])
+def test_recognize_doc_needs_a_sentence_flag_per_token(flags):
     rec, _ = _recognizer(n=5)
     atoms = numpy.ones((5, 4), dtype=numpy.uint64)
-    with pytest.raises(ValueError, match="sent_starts"):
-        rec.recognize_doc(atoms, numpy.zeros(5, dtype=numpy.uint64), numpy.zeros(5, dtype=numpy.uint8), starts)
+    with pytest.raises(ValueError, match="sent_start"):
+        rec.recognize_doc(atoms, numpy.zeros(5, dtype=numpy.uint64), numpy.zeros(5, dtype=numpy.uint8), flags)
