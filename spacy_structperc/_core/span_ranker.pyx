@@ -22,7 +22,7 @@ Nothing here knows spaCy: a sentence comes in as arrays of atoms (one row per to
 """
 from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memset
-from libc.stdint cimport uint64_t, int32_t, uint8_t
+from libc.stdint cimport uint64_t, int32_t, int64_t, uint8_t
 cimport cython
 import numpy
 
@@ -599,6 +599,86 @@ cdef class SpanRecognizer(_PhraseScorer):
         cdef uint8_t[::1] en = self._is_end
         cdef double total = 0.0
         return _search(self.n, &st[0], &en[0], self.max_span, self, &total)
+
+    def recognize_doc(self, atoms, elements, is_vp, sent_start):
+        """The clauses of every sentence of a document, as binding and recognizing each sentence
+        in turn would find them, without the per-sentence arrays: atoms, elements and is_vp
+        cover the whole document, sent_start has one flag per token (1: the token starts a
+        sentence, as spaCy's SENT_START; the first token always does). Returns inclusive (s, e)
+        pairs in document positions; the last sentence stays bound."""
+        atoms = numpy.ascontiguousarray(atoms, dtype=numpy.uint64)
+        elements = numpy.ascontiguousarray(elements, dtype=numpy.uint64)
+        is_vp = numpy.ascontiguousarray(is_vp, dtype=numpy.uint8)
+        cdef int N = atoms.shape[0] if atoms.ndim == 2 else -1
+        if N < 0 or atoms.shape[1] != len(ATOM_NAMES):
+            raise ValueError(f"atoms must be (n, {len(ATOM_NAMES)}), got {atoms.shape}")
+        cdef const int64_t[::1] flags = numpy.ascontiguousarray(sent_start, dtype=numpy.int64)
+        if elements.shape != (N,) or is_vp.shape != (N,) or flags.shape[0] != N:
+            raise ValueError("elements, is_vp and sent_start need one value per token")
+        if N == 0:
+            self.n = 0
+            return []
+        cdef int j, n_sents = 1
+        for j in range(1, N):
+            n_sents += flags[j] == 1
+        starts_arr = numpy.zeros((n_sents,), dtype=numpy.int32)
+        cdef int32_t[::1] starts = starts_arr
+        n_sents = 1
+        for j in range(1, N):
+            if flags[j] == 1:
+                starts[n_sents] = j
+                n_sents += 1
+        cdef int width = max(1, self.templates.n_static)
+        keys = numpy.zeros((N, width), dtype=numpy.uint64)
+        n_keys = numpy.zeros((N,), dtype=numpy.int32)
+        start_scores = numpy.zeros((N,), dtype=numpy.float64)
+        end_scores = numpy.zeros((N,), dtype=numpy.float64)
+        is_start = numpy.zeros((N,), dtype=numpy.uint8)
+        is_end = numpy.zeros((N,), dtype=numpy.uint8)
+        cdef uint64_t[:, ::1] k = keys
+        cdef int32_t[::1] nk = n_keys
+        cdef double[::1] st = start_scores
+        cdef double[::1] en = end_scores
+        cdef uint8_t[::1] ist = is_start
+        cdef uint8_t[::1] ien = is_end
+        cdef const uint64_t[:, ::1] a = atoms
+        cdef int i, s0, e0, n, n_st, n_en
+        cdef int32_t hist[4]
+        cdef double total = 0.0
+        hist[0] = hist[1] = hist[2] = hist[3] = -1
+        out = []
+        for j in range(n_sents):
+            s0 = starts[j]
+            e0 = starts[j + 1] if j + 1 < n_sents else N
+            n = e0 - s0
+            n_st = n_en = 0
+            for i in range(s0, e0):
+                nk[i] = extract_features(self.templates.c_static, self.templates.n_static, &a[s0, 0], n,
+                                         len(ATOM_NAMES), i - s0, hist, &k[i, 0])
+                st[i] = self.start_fn.score(&k[i, 0], nk[i])
+                en[i] = self.end_fn.score(&k[i, 0], nk[i])
+                ist[i] = st[i] > 0
+                ien[i] = en[i] > 0
+                n_st += ist[i]
+                n_en += ien[i]
+            # The sentence, bound as set_sentence binds it (views into the document's arrays).
+            self.n = n
+            self._atoms = atoms[s0:e0]
+            self._elements = elements[s0:e0]
+            self._is_vp = is_vp[s0:e0]
+            self._word_keys = keys[s0:e0]
+            self._n_word_keys = n_keys[s0:e0]
+            self._start_scores = start_scores[s0:e0]
+            self._end_scores = end_scores[s0:e0]
+            self._is_start = is_start[s0:e0]
+            self._is_end = is_end[s0:e0]
+            if n_st > self.max_boundaries:
+                self._is_start[:] = self._boundaries(self._start_scores)
+            if n_en > self.max_boundaries:
+                self._is_end[:] = self._boundaries(self._end_scores)
+            for s, e in _search(n, &ist[s0], &ien[s0], self.max_span, self, &total):
+                out.append((s0 + s, s0 + e))
+        return out
 
     def filter_counts(self, gold):
         """Counts for carreras2003 Fig. 1 on the bound sentence: start-filter true/false

@@ -150,10 +150,13 @@ class ClauseIdentifier(PerceptronPipe):
         for doc in docs:
             clauses: List[Clause] = []
             if len(doc):
-                features = self._atoms(doc)
-                for start, end in self.sentence_bounds(doc):
-                    self._bind(rec, features, start, end)
-                    clauses.extend((start + s, start + e + 1) for s, e in rec.recognize())
+                atoms, elements, is_vp, sent_start = self._atoms(doc, sentences=True)
+                if "sents" in doc.user_hooks:   # sentences as doc.sents gives them
+                    sent_start = sent_start.copy()
+                    sent_start[:] = 0
+                    sent_start[[s for s, _ in self.sentence_bounds(doc)]] = 1
+                # Else SENT_START as doc.sents reads it: 1 starts a sentence (none set: one).
+                clauses = [(s, e + 1) for s, e in rec.recognize_doc(atoms, elements, is_vp, sent_start)]
             out.append(clauses)
         return out
 

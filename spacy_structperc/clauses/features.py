@@ -11,7 +11,7 @@ a VP is a maximal run of MD / VB* / TO tokens.
 from typing import Dict, List, Optional, Tuple
 
 import numpy
-from spacy.attrs import ORTH, TAG
+from spacy.attrs import ORTH, SENT_START, TAG
 from spacy.tokens import Doc
 from spacy.util import registry
 
@@ -55,6 +55,9 @@ class ClauseAtoms:
         self._lower: Dict[int, int] = {}
         self._element: Dict[Tuple[int, int], int] = {}
         self._lexical: Dict[Tuple[int, int], Tuple[int, int]] = {}
+        self._chunk: Dict[int, Tuple[int, int, bool]] = {}
+        self._vp: Dict[int, int] = {}
+        self._outside = _h("chunk", "O")
 
     def __reduce__(self):
         return (ClauseAtoms, (self.name, self.chunks_key))
@@ -89,37 +92,58 @@ class ClauseAtoms:
             self._element[key] = value
         return value
 
-    def __call__(self, doc: Doc):
+    def _chunk_atoms(self, label: int, strings) -> Tuple[int, int, bool]:
+        """(B- atom, I- atom, is a VP) of a chunk label, cached per label."""
+        value = self._chunk.get(label)
+        if value is None:
+            name = strings[label]
+            value = self._chunk[label] = (_h("chunk", "B-" + name), _h("chunk", "I-" + name), name == "VP")
+        return value
+
+    def _vp_element(self, tag: int, strings) -> int:
+        """The pattern element of a VP whose last token has this tag, cached per tag."""
+        value = self._vp.get(tag)
+        if value is None:
+            value = self._vp[tag] = _h("el", "VP:" + strings[tag])
+        return value
+
+    def __call__(self, doc: Doc, sentences: bool = False):
+        """(atoms, elements, is_vp) of the Doc; with sentences, also its SENT_START column
+        (1 where a sentence starts), read in the same pass."""
         n = len(doc)
         if n and not doc.has_annotation("TAG"):
             raise ValueError(Errors.S203.format(name=self.name))
-        strings = doc.vocab.strings
-        orths = doc.to_array(ORTH).tolist() if n else []
-        tags = doc.to_array(TAG).tolist() if n else []
         atoms = numpy.zeros((n, len(ATOM_NAMES)), dtype=numpy.uint64)
         if n == 0:
-            return atoms, numpy.zeros((0,), dtype=numpy.uint64), numpy.zeros((0,), dtype=numpy.uint8)
+            empty = (atoms, numpy.zeros((0,), dtype=numpy.uint64), numpy.zeros((0,), dtype=numpy.uint8))
+            return empty + (numpy.zeros((0,), dtype=numpy.int64),) if sentences else empty
+        strings = doc.vocab.strings
+        columns = doc.to_array([ORTH, TAG, SENT_START] if sentences else [ORTH, TAG])
+        tags = columns[:, 1].tolist()
         atoms[:, 0] = 1
-        atoms[:, 2] = numpy.asarray(tags, dtype=numpy.uint64)
+        atoms[:, 2] = columns[:, 1]
         # One dict lookup per token for its lowercase atom and pattern element.
         lexical = self._lexical
-        pairs = [lexical.get((o, t)) or self._add_lexical(o, t, strings) for o, t in zip(orths, tags)]
-        atoms[:, 1] = [p[0] for p in pairs]
-        elements = numpy.array([p[1] for p in pairs], dtype=numpy.uint64)
+        pairs = [lexical.get(key) or self._add_lexical(key[0], key[1], strings)
+                 for key in zip(columns[:, 0].tolist(), tags)]
+        lex = numpy.array(pairs, dtype=numpy.uint64)
+        atoms[:, 1] = lex[:, 0]
+        elements = lex[:, 1].copy()
         is_vp = numpy.zeros((n,), dtype=numpy.uint8)
         chunks = doc.spans[self.chunks_key] if self.chunks_key in doc.spans else None
         if chunks is not None:
-            for span in chunks:
-                label = span.label_
-                atoms[span.start, 3] = _h("chunk", "B-" + label)
-                if span.end - span.start > 1:
-                    atoms[span.start + 1:span.end, 3] = _h("chunk", "I-" + label)
-                if label == "VP":
-                    elements[span.start] = _h("el", "VP:" + strings[tags[span.end - 1]])
-                    is_vp[span.start] = 1
             # Tokens outside every chunk are O; a Doc with no chunks group leaves the atom absent.
-            outside = atoms[:, 3] == 0
-            atoms[outside, 3] = _h("chunk", "O")
+            chunk = [self._outside] * n
+            for span in chunks:
+                start, end = span.start, span.end
+                b, i, vp = self._chunk.get(span.label) or self._chunk_atoms(span.label, strings)
+                chunk[start] = b
+                if end - start > 1:
+                    chunk[start + 1:end] = [i] * (end - start - 1)
+                if vp:
+                    elements[start] = self._vp.get(tags[end - 1]) or self._vp_element(tags[end - 1], strings)
+                    is_vp[start] = 1
+            atoms[:, 3] = chunk
         else:
             i = 0
             while i < n:
@@ -127,11 +151,13 @@ class ClauseAtoms:
                     j = i
                     while j + 1 < n and strings[tags[j + 1]] in VERB_TAGS:
                         j += 1
-                    elements[i] = _h("el", "VP:" + strings[tags[j]])
+                    elements[i] = self._vp_element(tags[j], strings)
                     is_vp[i] = 1
                     i = j + 1
                 else:
                     i += 1
+        if sentences:
+            return atoms, elements, is_vp, columns[:, 2]
         return atoms, elements, is_vp
 
 

@@ -200,6 +200,27 @@ def test_empty_one_token_and_very_long_docs():
     assert not any(a < c < b < d for (a, b) in spans for (c, d) in spans)
 
 
+def test_a_document_gets_each_sentence_s_own_clauses(trained):
+    """Prediction runs over the whole Doc at once; the clauses are those of each sentence alone,
+    with sentences as doc.sents gives them (SENT_START, or a user hook)."""
+    words, tags, chunks, offsets = [], [], [], []
+    for w, t, c, _ in TRAIN_DATA:
+        offsets.append(len(words))
+        chunks += [(s + len(words), e + len(words), k) for s, e, k in c]
+        words, tags = words + w, tags + t
+    alone = [[(s + o, e + o) for s, e in clauses] for clauses, o in zip(predict(trained), offsets)]
+    expected = sorted((c for cl in alone for c in cl), key=lambda c: (c[0], -c[1]))
+    doc = Doc(trained.vocab, words=words, tags=tags, sent_starts=[i in offsets for i in range(len(words))])
+    doc.spans["chunks"] = [Span(doc, s, e, label=k) for s, e, k in chunks]
+    assert clauses_of(trained(doc)) == expected
+    # The same sentences through a sents hook, with no SENT_START at all.
+    doc = input_doc(trained.vocab, words, tags, chunks)
+    bounds = list(zip(offsets, offsets[1:] + [len(words)]))
+    doc.user_hooks["sents"] = lambda d: (d[s:e] for s, e in bounds)
+    assert (doc.to_array("SENT_START")[1:] != 1).all()
+    assert clauses_of(trained(doc)) == expected
+
+
 def test_clauses_stay_inside_sentences_and_crossing_gold_is_left_out():
     nlp = train(make_nlp())
     w0, t0, c0, cl0 = TRAIN_DATA[0]

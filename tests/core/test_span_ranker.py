@@ -321,3 +321,63 @@ def test_primal_function_scores_are_sums_of_weights_and_updates_add():
     fn.update_keys(keys[:1], -0.5)
     assert fn.score_keys(keys) == pytest.approx(2.5)
     assert fn.score_keys(keys[1:]) == pytest.approx(2.0)
+
+
+# ---------------------------------------------------------------------------------------------
+# A whole document at once (prediction): the same clauses as one sentence at a time.
+
+
+def _random_primal(rng, keys_pool):
+    fn = PrimalFunction(n_buckets=1 << 10)
+    for key in keys_pool:
+        fn.update_keys(numpy.array([key], dtype=numpy.uint64), float(rng.normal()))
+    return fn
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 10_000), st.integers(1, 30), st.integers(1, 6), st.integers(1, 8))
+def test_recognize_doc_equals_sentence_by_sentence(seed, n, n_sents, max_boundaries):
+    rng = numpy.random.default_rng(seed)
+    templates = TemplateSet([{"name": "bias", "parts": [[0, "bias"]]},
+                             {"name": "w-1", "parts": [[-1, "lower"]]}, {"name": "w0", "parts": [[0, "lower"]]},
+                             {"name": "t+1", "parts": [[1, "tag"]]}, {"name": "t-2,t0", "parts": [[-2, "tag"], [0, "tag"]]}],
+                            list(ATOM_NAMES))
+    atoms = numpy.zeros((n, 4), dtype=numpy.uint64)
+    atoms[:, 0] = 1
+    atoms[:, 1] = rng.integers(1, 6, n)
+    atoms[:, 2] = rng.integers(1, 4, n)
+    elements = rng.integers(0, 4, n).astype(numpy.uint64)
+    is_vp = (rng.random(n) < 0.3).astype(numpy.uint8)
+    # Word and phrase keys come from a small vocabulary, so random weights on every key a
+    # sentence can produce are enough: score each key of a long dry run once.
+    probe = SpanRecognizer(templates, PrimalFunction(), PrimalFunction(), PrimalFunction(), max_boundaries=100)
+    probe.set_sentence(atoms, elements, is_vp)
+    word_keys = {int(k) for i in range(n) for k in probe.word_keys(i)}
+    start_fn, end_fn = _random_primal(rng, word_keys), _random_primal(rng, word_keys)
+    score_fn = PrimalFunction(n_buckets=1 << 12)   # unseen phrase keys score by their bias
+    score_fn.update_keys(probe.phrase_keys(0, 0), 0.5)
+    rec = SpanRecognizer(templates, start_fn, end_fn, score_fn, max_boundaries=max_boundaries,
+                         max_span=int(rng.integers(0, 6)))
+    starts = sorted({0} | set(rng.integers(0, n, n_sents - 1).tolist()))
+    expected = []
+    bounds = list(zip(starts, starts[1:] + [n]))
+    for s0, e0 in bounds:
+        rec.set_sentence(atoms[s0:e0], elements[s0:e0], is_vp[s0:e0])
+        expected.extend((s0 + s, s0 + e) for s, e in rec.recognize())
+    last_scores = rec.start_scores.copy()
+    last_starts = rec.starts
+    rec.set_sentence(atoms[:1], elements[:1], is_vp[:1])   # bound elsewhere before the call
+    flags = numpy.full(n, -1)
+    flags[starts] = 1
+    flags[0] = int(rng.integers(-1, 2))   # the first token starts a sentence whatever it says
+    assert rec.recognize_doc(atoms, elements, is_vp, flags) == expected
+    assert rec.n == bounds[-1][1] - bounds[-1][0]
+    assert rec.start_scores.tolist() == last_scores.tolist() and rec.starts == last_starts
+
+
+@pytest.mark.parametrize("flags", [[], [1, 0, 0, 0], [1, 0, 0, 0, 0, 0]])
+def test_recognize_doc_needs_a_sentence_flag_per_token(flags):
+    rec, _ = _recognizer(n=5)
+    atoms = numpy.ones((5, 4), dtype=numpy.uint64)
+    with pytest.raises(ValueError, match="sent_start"):
+        rec.recognize_doc(atoms, numpy.zeros(5, dtype=numpy.uint64), numpy.zeros(5, dtype=numpy.uint8), flags)
