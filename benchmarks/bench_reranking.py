@@ -336,6 +336,25 @@ def _model_info(name: str, model, dev) -> Dict[str, Any]:
     return info
 
 
+def _row_adder(rows: List[Dict[str, Any]]):
+    """add(setting, metrics): test rows of the parser appended to `rows`, and printed."""
+    def add(setting: str, metrics: Dict[str, float]) -> None:
+        for metric, value in metrics.items():
+            rows.append(C.make_row(OURS, setting, metric, float(value), dataset=DATASET, split="test"))
+        print(f"  {setting}: " + ", ".join(f"{m}={v:.4f}" for m, v in metrics.items()), flush=True)
+    return add
+
+
+def _save_parser_rows(results: Path, rows: List[Dict[str, Any]], key: str, details: Dict[str, Any]) -> None:
+    """Merge the parser rows of a run into the results file (replacing its settings' earlier
+    rows), with the run's details under `key`."""
+    new_settings = {r["setting"] for r in rows}
+    details["load_avg_now"] = C.load_average()
+    C.save_results(results, "reranking", list(rows), details={key: dict(details)},
+                   replace=lambda r: r["setting"] in new_settings and r["system"] == OURS,
+                   errors={}, command=" ".join(["python"] + sys.argv), notes=NOTES)
+
+
 def rerank_stage(paths: Dict[str, str], work: Path, n_folds: int, k_max: int, width: int,
                  learners: List[str], ks: List[int], results: Path, quick: bool,
                  groups: Sequence[str]) -> None:
@@ -368,18 +387,11 @@ def rerank_stage(paths: Dict[str, str], work: Path, n_folds: int, k_max: int, wi
                          "feature_seconds_test": t_feats.seconds}
     setting_base = "1-best (pipeline, beam 8)"
 
-    def add(setting, metrics):
-        for metric, value in metrics.items():
-            rows.append(C.make_row(OURS, setting, metric, float(value), dataset=DATASET, split="test"))
-        print(f"  {setting}: " + ", ".join(f"{m}={v:.4f}" for m, v in metrics.items()), flush=True)
+    add = _row_adder(rows)
 
     def save():
         # After every system, so a long learner cannot cost the rows of the others.
-        new_settings = {r["setting"] for r in rows}
-        details["load_avg_now"] = C.load_average()
-        C.save_results(results, "reranking", list(rows), details={key: dict(details)},
-                       replace=lambda r: r["setting"] in new_settings and r["system"] == OURS,
-                       errors={}, command=" ".join(["python"] + sys.argv), notes=NOTES)
+        _save_parser_rows(results, rows, key, details)
 
     # The pipeline's own 1-best (beam 8, as trained) and its prediction time.
     docs_factory = lambda: C.unannotated_copies(gold["test"], nlp.vocab)
@@ -676,6 +688,7 @@ def ensemble_stage(paths: Dict[str, str], work: Path, n_folds: int, k_max: int, 
 # A second opinion of another model family: the arc-factored graph-based model (reranking/graph.py)
 
 GRAPH_EPOCHS = 5          # the held-out fold 0 UAS peaks at epoch 5 (83.05, all words; 82.91 at 10)
+GRAPH_NAMES = {1: "arc-factored", 2: "second-order graph"}   # settings' names by the model's order
 GRAPH_LAMBDAS = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0)
 GRAPH_GROUPS = ("rank", "gap", "disagree", "arcs")   # arcs: dev 87.21 / 87.25 against 87.18 without (perceptron, perceptron dev)
 
@@ -724,7 +737,7 @@ def _disagreements(raw: Dict[str, Any], best) -> Any:
 
 
 def graph_models(paths: Dict[str, str], work: Path, n_folds: int, k_max: int, width: int,
-                 epochs: int) -> Dict[str, Dict[str, Any]]:
+                 epochs: int, order: int = 1) -> Dict[str, Dict[str, Any]]:
     """The arc-factored model's score of every cached candidate and its own best tree, per
     list file: a training fold's from the graph model trained on the other folds (their
     sentences with the tags their lists carry, gold heads), dev's and test's from the one
@@ -738,7 +751,7 @@ def graph_models(paths: Dict[str, str], work: Path, n_folds: int, k_max: int, wi
 
     out_dir = work / "graph"
     out_dir.mkdir(parents=True, exist_ok=True)
-    tag = f"k{k_max}-w{width}-e{epochs}"
+    tag = f"k{k_max}-w{width}-e{epochs}" + ("" if order == 1 else f"-o{order}")
     names = [f"train-fold{f}" for f in range(n_folds)] + ["dev", "test"]
     got: Dict[str, Dict[str, Any]] = {}
     if all((out_dir / f"{n}-{tag}.npz").exists() for n in names):
@@ -751,7 +764,7 @@ def graph_models(paths: Dict[str, str], work: Path, n_folds: int, k_max: int, wi
     raws = {f: _raw(work, f"train-fold{f}", k_max, width) for f in range(n_folds)}
     fold_heads = {f: numpy.concatenate([h for i, h in enumerate(heads) if fold_of(i, n_folds) == f])
                   for f in range(n_folds)}
-    info: Dict[str, Any] = {"epochs": epochs, "load_avg_before": C.load_average()}
+    info: Dict[str, Any] = {"epochs": epochs, "order": order, "load_avg_before": C.load_average()}
 
     def corpus(folds):
         rs = [raws[f] for f in folds]
@@ -773,7 +786,7 @@ def graph_models(paths: Dict[str, str], work: Path, n_folds: int, k_max: int, wi
     for f in range(n_folds):
         rest = [g for g in range(n_folds) if g != f]
         with C.Timer() as t:
-            scorer = GraphScorer(epochs).fit(*corpus(rest), heldout=corpus([f]) if f == 0 else None)
+            scorer = GraphScorer(epochs, order=order).fit(*corpus(rest), heldout=corpus([f]) if f == 0 else None)
         s = run(f"train-fold{f}", raws[f], scorer)
         info[f"fold{f}"] = {"train_seconds": t.seconds, "score_seconds": s, "curve": scorer.curve,
                             "heldout_uas_all_words": float((got[f"train-fold{f}"]["best"] == fold_heads[f]).mean())}
@@ -781,7 +794,7 @@ def graph_models(paths: Dict[str, str], work: Path, n_folds: int, k_max: int, wi
               f"{info[f'fold{f}']['heldout_uas_all_words']:.4f}", flush=True)
         del scorer
     with C.Timer() as t:
-        scorer = GraphScorer(epochs).fit(*corpus(list(range(n_folds))))
+        scorer = GraphScorer(epochs, order=order).fit(*corpus(list(range(n_folds))))
     info["full"] = {"train_seconds": t.seconds, "curve": scorer.curve}
     for split in ("dev", "test"):
         info["full"][f"score_seconds_{split}"] = run(split, _raw(work, split, k_max, width), scorer)
@@ -794,7 +807,7 @@ def graph_models(paths: Dict[str, str], work: Path, n_folds: int, k_max: int, wi
 def graph_stage(paths: Dict[str, str], work: Path, n_folds: int, k_max: int, width: int,
                 ks: List[int], results: Path, groups: Sequence[str], epochs: int = GRAPH_EPOCHS,
                 graph_groups: Sequence[str] = GRAPH_GROUPS, learners: Sequence[str] = ("perceptron", "perceptron dev"),
-                baselines: bool = True) -> None:
+                baselines: bool = True, order: int = 1) -> None:
     """The arc-factored model as a second opinion: its own UAS, a diagnostic (each candidate's
     base score plus lambda times its graph score, both list-normalized, lambda chosen on dev),
     and the perceptron rerankers with the graph features (reranking/graph.py graph_keys) added
@@ -809,7 +822,8 @@ def graph_stage(paths: Dict[str, str], work: Path, n_folds: int, k_max: int, wid
     from spacy_structperc.reranking import CandidateLists, TreeFeatures, choose
     from spacy_structperc.reranking.graph import graph_keys, with_keys
 
-    graph = graph_models(paths, work, n_folds, k_max, width, epochs)
+    graph = graph_models(paths, work, n_folds, k_max, width, epochs, order)
+    gname = GRAPH_NAMES[order]
     nlp = spacy.load(_model_dir(work, "full"))
     gold = {s: C.load_docs(Path(paths[s]), nlp.vocab) for s in ("dev", "test")}
     feats = TreeFeatures(groups)
@@ -818,28 +832,20 @@ def graph_stage(paths: Dict[str, str], work: Path, n_folds: int, k_max: int, wid
     g_all = {"train": {k: numpy.concatenate([graph[f"train-fold{f}"][k] for f in range(n_folds)])
                        for k in ("scores", "disagree", "best")},
              "dev": graph["dev"], "test": graph["test"]}
-    tag = f"k{k_max}-w{width}-e{epochs}"
+    tag = f"k{k_max}-w{width}-e{epochs}" + ("" if order == 1 else f"-o{order}")
     gi = json.loads((work / "graph" / f"info-{tag}.json").read_text())
     rows: List[Dict[str, Any]] = []
-    details: Dict[str, Any] = {"load_avg_before": C.load_average(), "graph_epochs": epochs,
+    details: Dict[str, Any] = {"load_avg_before": C.load_average(), "graph_epochs": epochs, "graph_order": order,
                                "graph_groups": list(graph_groups), "feature_groups": list(feats.groups),
                                "graph_training": gi}
 
-    def add(setting, metrics):
-        for metric, value in metrics.items():
-            rows.append(C.make_row(OURS, setting, metric, float(value), dataset=DATASET, split="test"))
-        print(f"  {setting}: " + ", ".join(f"{m}={v:.4f}" for m, v in metrics.items()), flush=True)
+    add = _row_adder(rows)
 
     def save():
-        new_settings = {r["setting"] for r in rows}
-        details["load_avg_now"] = C.load_average()
-        C.save_results(results, "reranking", list(rows),
-                       details={"ud_en_ewt arc-factored" + _lists_tag(width): dict(details)},
-                       replace=lambda r: r["setting"] in new_settings and r["system"] == OURS,
-                       errors={}, command=" ".join(["python"] + sys.argv), notes=NOTES)
+        _save_parser_rows(results, rows, f"ud_en_ewt {gname}" + _lists_tag(width), details)
 
     own = {s: _graph_uas(graph[s]["best"], gold[s]) for s in ("dev", "test")}
-    add("arc-factored model (Eisner, averaged perceptron), its own 1-best",
+    add(f"{gname} model (Eisner{', siblings' if order == 2 else ''}, averaged perceptron), its own 1-best",
         {"dep_uas": own["test"], "dev_uas": own["dev"], "epochs": epochs,
          "train_seconds": gi["full"]["train_seconds"]})
 
@@ -874,7 +880,7 @@ def graph_stage(paths: Dict[str, str], work: Path, n_folds: int, k_max: int, wid
         lam = min(GRAPH_LAMBDAS, key=lambda x: (curve["dev"][str(x)], x))
         m = score("test", lists["test"][0], chosen["test"][lam])
         d = score("dev", lists["dev"][0], chosen["dev"][lam])
-        add(f"diagnostic: base + arc-factored score k={k}{_lists_tag(width)}",
+        add(f"diagnostic: base + {gname} score k={k}{_lists_tag(width)}",
             {"dep_uas": m["dep_uas"], "dep_las": m["dep_las"], "dev_uas": d["dep_uas"], "dev_las": d["dep_las"],
              "lambda": lam})
         details[f"diagnostic k={k}"] = {"loss_by_lambda": curve, "lambda": lam}
@@ -888,7 +894,7 @@ def graph_stage(paths: Dict[str, str], work: Path, n_folds: int, k_max: int, wid
                 metrics = {"dep_uas": mt["dep_uas"], "dep_las": mt["dep_las"], "dev_uas": md["dep_uas"],
                            "dev_las": md["dep_las"], "train_seconds": train_seconds}
                 if with_graph:
-                    setting = f"rerank {name} + arc-factored k={k}{_lists_tag(width)}"
+                    setting = f"rerank {name} + {gname} k={k}{_lists_tag(width)}"
                     add(setting, metrics)
                 else:   # the same learner without the graph in this run: its details only
                     setting = f"rerank {name} k={k}{_lists_tag(width)} (this run)"
@@ -1148,6 +1154,8 @@ def main(argv=None) -> int:
                    help="graph feature groups (reranking/graph.py graph_keys): rank, gap, disagree, arcs")
     p.add_argument("--no-baselines", action="store_true",
                    help="--only graph: skip the learners without the graph features")
+    p.add_argument("--graph-order", type=int, default=1, choices=(1, 2),
+                   help="1: arc-factored; 2: with adjacent siblings (McDonald and Pereira 2006)")
     p.add_argument("--graph-epochs", type=int, default=GRAPH_EPOCHS, help="epochs of the arc-factored models")
     p.add_argument("--chunker-learners", default="perceptron,boosting")
     p.add_argument("--chunker-epochs", type=int, default=12)
@@ -1183,7 +1191,7 @@ def main(argv=None) -> int:
         graph_stage(paths, work, args.folds, args.k, args.width, [int(x) for x in args.rerank_k.split(",")],
                     results, groups, args.graph_epochs, [g for g in args.graph_groups.split(",") if g],
                     [x for x in args.learners.split(",") if x] if args.learners != LEARNERS_DEFAULT else
-                    ["perceptron", "perceptron dev"], not args.no_baselines)
+                    ["perceptron", "perceptron dev"], not args.no_baselines, args.graph_order)
     if "chunker" in only:
         chunker_stage(C.default_data_dir(CHUNK_DATASET) if args.data is None else args.data.parent / CHUNK_DATASET,
                       work, args.folds, args.k, args.width, args.chunker_epochs,

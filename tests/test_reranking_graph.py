@@ -56,9 +56,10 @@ def _toy_corpus(n_sentences=60, seed=0):
             c(heads, dtype=numpy.int32))
 
 
-def test_graph_model_learns_a_toy_grammar():
+@pytest.mark.parametrize("order", [1, 2])
+def test_graph_model_learns_a_toy_grammar(order):
     words, tags, ptr, heads = _toy_corpus()
-    scorer = GraphScorer(epochs=4).fit(words, tags, ptr, heads)
+    scorer = GraphScorer(epochs=4, order=order).fit(words, tags, ptr, heads)
     assert scorer.curve[0]["train_head_errors"] > 0
     assert scorer.curve[-1]["train_head_errors"] == 0
     w2, t2, p2, h2 = _toy_corpus(20, seed=1)
@@ -66,9 +67,10 @@ def test_graph_model_learns_a_toy_grammar():
     assert (got == h2).all()
 
 
-def test_decoded_tree_beats_every_projective_tree_under_the_models_scores():
+@pytest.mark.parametrize("order", [1, 2])
+def test_decoded_tree_beats_every_projective_tree_under_the_models_scores(order):
     words, tags, ptr, heads = _toy_corpus(30)
-    scorer = GraphScorer(epochs=1).fit(words, tags, ptr, heads)
+    scorer = GraphScorer(epochs=1, order=order).fit(words, tags, ptr, heads)
     rng = numpy.random.default_rng(3)
     for _ in range(5):
         n = int(rng.integers(2, 6))
@@ -148,3 +150,9 @@ def test_empty_training_set_ticks_the_clock_only():
     got = m.train_epoch(empty, empty, numpy.zeros((0,), dtype=numpy.int32), numpy.zeros((3,), dtype=numpy.int64),
                         numpy.zeros((0,), dtype=numpy.int32), numpy.arange(2, dtype=numpy.int64))
     assert got == (0, 0) and m.weights.n_rows == 0 and m.weights.clock == 2
+
+
+def test_order_is_checked():
+    assert ArcModel(1 << 10, 2).order == 2
+    with pytest.raises(ValueError):
+        ArcModel(1 << 10, 3)

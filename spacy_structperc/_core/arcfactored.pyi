@@ -1,4 +1,5 @@
-"""Type stubs for arcfactored.pyx: the arc-factored graph-based model (McDonald et al. 2005)."""
+"""Type stubs for arcfactored.pyx: the graph-based model (first order, McDonald et al. 2005; or with
+adjacent siblings, McDonald and Pereira 2006)."""
 from typing import Tuple
 
 import numpy
@@ -12,7 +13,8 @@ class ArcModel:
     """Hashed arc features, averaged-perceptron training with Eisner decoding, tree scores."""
 
     weights: AveragedWeights
-    def __init__(self, n_buckets: int = ...) -> None: ...
+    order: int
+    def __init__(self, n_buckets: int = ..., order: int = ...) -> None: ...
     def arc_keys(self, words: ArrayLike, tags: ArrayLike, tag_ids: ArrayLike, h: int, d: int) -> numpy.ndarray: ...
     def train_epoch(self, words: numpy.ndarray, tags: numpy.ndarray, tag_ids: numpy.ndarray,
                     sent_ptr: numpy.ndarray, gold_heads: numpy.ndarray, order: numpy.ndarray) -> Tuple[int, int]: ...

@@ -1,6 +1,6 @@
 # cython: infer_types=True
-"""A first-order (arc-factored) graph-based dependency model (McDonald, Crammer and Pereira 2005),
-trained with the averaged perceptron and exact search (Eisner's decoder, eisner.pyx).
+"""A graph-based dependency model, first order (arc-factored: McDonald, Crammer and Pereira 2005)
+or with adjacent siblings (McDonald and Pereira 2006), trained with the averaged perceptron and exact search (Eisner's decoder, eisner.pyx).
 
 A tree's score is the sum of its arcs' scores; an arc (h, d) scores ``w . f(h, d)`` with f the
 hashed McDonald-style templates below, every one of them once alone and once conjoined with the
@@ -16,13 +16,23 @@ arc's direction and binned length:
 
 Node 0 is the root (its word and tag are ROOT constants). Words and tags come in as uint64 atoms
 (string hashes); tags also as small ids (tag_ids, 1..62, 63 for an unknown tag) for the
-in-between set, which is a 64-bit mask grown as d moves away from h. The weights are the shared
+in-between set, a 64-bit mask of the ids between h and d. The weights are the shared
 AveragedWeights (one class), so averaging is Daume's lazy form and keys hash like every other
 template of the core (mix64 chains, bit 0 set).
 
+Second order (``order=2``, McDonald and Pereira 2006): a dependent also scores with its
+adjacent sibling s (the child of the same head on the same side, next closer to the head):
+(s tag, d tag), (s word, d tag), (s tag, d word), (s word, d word), alone and with the side and
+the siblings' binned distance; or, when it is its head's nearest child on that side, with
+(h tag, d tag), (h word, d tag), (h tag, d word), (d tag) marked "first". (The head's own
+atoms are not in the sibling templates, so the sibling scores are a matrix over (s, d) and the
+features cost O(n^2) lookups; eisner.pyx's eisner2_decode adds them in its O(n^3) search.)
+
 Training (``train_epoch``): per sentence in the given order, the score matrix under the current
 weights, Eisner's best projective tree, and for each word whose head is wrong +1 on the gold
-arc's features and -1 on the predicted arc's; the clock ticks once per sentence. Non-projective
+arc's features and -1 on the predicted arc's (at second order also, for each word whose head or
+adjacent sibling is wrong, +1 on its gold sibling-or-first features and -1 on its predicted
+ones); the clock ticks once per sentence. Non-projective
 gold trees are used as they are (their crossing arcs are never predicted, but still updated
 towards).
 """
@@ -33,7 +43,7 @@ import numpy
 from .typedefs cimport hash_t, weight_t
 from .templates cimport hash_combine, mix64, PAD_BEFORE, PAD_AFTER, TIED_BIT
 from .weights cimport AveragedWeights
-from .eisner cimport eisner_decode, eisner_work_bytes
+from .eisner cimport eisner_decode, eisner_work_bytes, eisner2_decode, eisner2_work_bytes
 
 DEF MAX_KEYS = 160
 
@@ -135,12 +145,119 @@ cdef int arc_keys(const hash_t* W, const hash_t* T, const int32_t* TI, int n1, i
     return nk
 
 
+cdef int sib_keys(const hash_t* W, const hash_t* T, int n1, int sb, int d, hash_t* keys) noexcept nogil:
+    """Keys of dependent d after its adjacent sibling sb."""
+    cdef int nk = 0
+    cdef bint right = d > sb
+    cdef int dist = d - sb if right else sb - d
+    cdef hash_t dd = <hash_t>(((1 if right else 2) << 8) | _bin(dist))
+    nk = _emit(keys, nk, _h2(30, T[sb], T[d]), dd)
+    nk = _emit(keys, nk, _h2(31, W[sb], T[d]), dd)
+    nk = _emit(keys, nk, _h2(32, T[sb], W[d]), dd)
+    nk = _emit(keys, nk, _h2(33, W[sb], W[d]), dd)
+    return nk
+
+
+cdef int first_keys(const hash_t* W, const hash_t* T, int n1, int h, int d, hash_t* keys) noexcept nogil:
+    """Keys of dependent d as the nearest child of h on its side."""
+    cdef int nk = 0
+    cdef bint right = d > h
+    cdef hash_t dd = <hash_t>(1 if right else 2)
+    nk = _emit(keys, nk, _h2(40, T[h], T[d]), dd)
+    nk = _emit(keys, nk, _h2(41, W[h], T[d]), dd)
+    nk = _emit(keys, nk, _h2(42, T[h], W[d]), dd)
+    nk = _emit(keys, nk, _h2(43, T[d], 0), dd)
+    return nk
+
+
+cdef inline int _prev_sibling(const int* hn, int d) noexcept nogil:
+    """The adjacent sibling of node d closer to its head (hn: head node per node), -1 if none."""
+    cdef int h = hn[d], c
+    if h < d:
+        c = d - 1
+        while c > h:
+            if hn[c] == h:
+                return c
+            c -= 1
+    else:
+        c = d + 1
+        while c < h:
+            if hn[c] == h:
+                return c
+            c += 1
+    return -1
+
+
+cdef double _second_order_part(ArcModel self, const hash_t* W, const hash_t* T, int n1,
+                               const int* hn, int d, hash_t* keys, double delta) noexcept nogil:
+    """The sibling-or-first score of node d in the tree hn; with delta != 0, adds delta to its
+    features' weights instead (returns 0)."""
+    cdef int sb = _prev_sibling(hn, d), nk
+    cdef weight_t sc[1]
+    if sb < 0:
+        nk = first_keys(W, T, n1, hn[d], d, keys)
+    else:
+        nk = sib_keys(W, T, n1, sb, d, keys)
+    if delta != 0.0:
+        self.weights.update_many(keys, nk, 0, <weight_t>delta)
+        return 0.0
+    sc[0] = 0.0
+    self.weights.add_rows(keys, nk, sc)
+    return sc[0]
+
+
+cdef struct Scratch:
+    # One sentence's atoms with the root at 0, trees (head node per node) and score matrices
+    # (arcs S, siblings B, first children F: n1 x n1 each) and the decoder's work space, sized
+    # for the longest sentence of a call.
+    hash_t* W
+    hash_t* T
+    int32_t* TI
+    int* pred
+    int* gold
+    double* S
+    double* B
+    double* F
+    void* work
+
+
+cdef int _scratch_alloc(Scratch* x, int max_n1) except -1:
+    cdef size_t nn = <size_t>max_n1 * max_n1
+    x.W = <hash_t*>malloc(max_n1 * sizeof(hash_t))
+    x.T = <hash_t*>malloc(max_n1 * sizeof(hash_t))
+    x.TI = <int32_t*>malloc(max_n1 * sizeof(int32_t))
+    x.pred = <int*>malloc(max_n1 * sizeof(int))
+    x.gold = <int*>malloc(max_n1 * sizeof(int))
+    x.S = <double*>malloc(nn * 3 * sizeof(double))
+    x.work = malloc(eisner2_work_bytes(max_n1))
+    if x.W == NULL or x.T == NULL or x.TI == NULL or x.pred == NULL or x.gold == NULL or \
+            x.S == NULL or x.work == NULL:
+        _scratch_free(x)
+        raise MemoryError()
+    x.B = x.S + nn
+    x.F = x.B + nn
+    return 0
+
+
+cdef void _scratch_free(Scratch* x) noexcept nogil:
+    free(x.W); free(x.T); free(x.TI); free(x.pred); free(x.gold); free(x.S); free(x.work)
+    x.W = x.T = NULL
+    x.TI = NULL
+    x.pred = x.gold = NULL
+    x.S = x.B = x.F = NULL
+    x.work = NULL
+
+
 cdef class ArcModel:
     """The arc-factored model: weights, and the loops that train, decode and score with it."""
     cdef readonly AveragedWeights weights
+    cdef readonly int order
 
-    def __init__(self, n_buckets=1 << 22):
+    def __init__(self, n_buckets=1 << 22, int order=1):
+        if order not in (1, 2):
+            raise ValueError(f"ArcModel: order must be 1 or 2, got {order}")
         self.weights = AveragedWeights(1, n_buckets)
+        self.order = order
 
     def arc_keys(self, words, tags, tag_ids, int h, int d):
         """The keys of arc h -> d in one sentence given without its root (for tests)."""
@@ -170,6 +287,34 @@ cdef class ArcModel:
                 self.weights.add_rows(keys, nk, sc)
                 S[h * n1 + d] = sc[0]
 
+    cdef void _sibling_matrices(self, const hash_t* W, const hash_t* T, int n1, double* B,
+                                double* F, hash_t* keys) noexcept nogil:
+        cdef int a, d, nk
+        cdef weight_t sc[1]
+        for a in range(n1):
+            for d in range(n1):
+                B[a * n1 + d] = 0.0
+                F[a * n1 + d] = 0.0
+                if d == 0 or a == d:
+                    continue
+                if a > 0:
+                    nk = sib_keys(W, T, n1, a, d, keys)
+                    sc[0] = 0.0
+                    self.weights.add_rows(keys, nk, sc)
+                    B[a * n1 + d] = sc[0]
+                nk = first_keys(W, T, n1, a, d, keys)
+                sc[0] = 0.0
+                self.weights.add_rows(keys, nk, sc)
+                F[a * n1 + d] = sc[0]
+
+    cdef double _decode_one(self, Scratch* x, int n1, hash_t* keys) noexcept nogil:
+        """The best tree of the sentence in x (its atoms filled) into x.pred; its score."""
+        self._score_matrix(x.W, x.T, x.TI, n1, x.S, keys)
+        if self.order == 2:
+            self._sibling_matrices(x.W, x.T, n1, x.B, x.F, keys)
+            return eisner2_decode(x.S, x.B, x.F, n1, x.pred, x.work)
+        return eisner_decode(x.S, n1, x.pred, x.work)
+
     def train_epoch(self, const uint64_t[::1] words, const uint64_t[::1] tags,
                     const int32_t[::1] tag_ids, const int64_t[::1] sent_ptr,
                     const int32_t[::1] gold_heads, const int64_t[::1] order):
@@ -192,18 +337,16 @@ cdef class ArcModel:
             if i < -1 or i >= max_n1:
                 raise ValueError("train_epoch: a gold head is out of its sentence")
         self.weights.set_use_averages(False)
-        cdef hash_t* W = <hash_t*>malloc(max_n1 * sizeof(hash_t))
-        cdef hash_t* T = <hash_t*>malloc(max_n1 * sizeof(hash_t))
-        cdef int32_t* TI = <int32_t*>malloc(max_n1 * sizeof(int32_t))
-        cdef int* pred = <int*>malloc(max_n1 * sizeof(int))
-        cdef double* S = <double*>malloc(<size_t>max_n1 * max_n1 * sizeof(double))
-        cdef void* work = malloc(eisner_work_bytes(max_n1))
+        cdef Scratch x
+        _scratch_alloc(&x, max_n1)
+        cdef hash_t* W = x.W
+        cdef hash_t* T = x.T
+        cdef int32_t* TI = x.TI
+        cdef int* pred = x.pred
+        cdef int* gold = x.gold
         cdef hash_t keys[MAX_KEYS]
         cdef int n1, d, g, nk
         cdef int64_t wrong = 0, total = 0
-        if W == NULL or T == NULL or TI == NULL or pred == NULL or S == NULL or work == NULL:
-            free(W); free(T); free(TI); free(pred); free(S); free(work)
-            raise MemoryError()
         try:
             with nogil:
                 for idx in range(order.shape[0]):
@@ -211,10 +354,12 @@ cdef class ArcModel:
                     a = sent_ptr[i]
                     n1 = <int>(sent_ptr[i + 1] - a) + 1
                     _fill(&words[0], &tags[0], &tag_ids[0], a, n1, W, T, TI)
-                    self._score_matrix(W, T, TI, n1, S, keys)
-                    eisner_decode(S, n1, pred, work)
+                    self._decode_one(&x, n1, keys)
+                    gold[0] = -1
                     for d in range(1, n1):
-                        g = gold_heads[a + d - 1] + 1
+                        gold[d] = gold_heads[a + d - 1] + 1
+                    for d in range(1, n1):
+                        g = gold[d]
                         total += 1
                         if pred[d] != g:
                             wrong += 1
@@ -222,9 +367,12 @@ cdef class ArcModel:
                             self.weights.update_many(keys, nk, 0, 1.0)
                             nk = arc_keys(W, T, TI, n1, pred[d], d, keys)
                             self.weights.update_many(keys, nk, 0, -1.0)
+                        if self.order == 2 and (pred[d] != g or _prev_sibling(pred, d) != _prev_sibling(gold, d)):
+                            _second_order_part(self, W, T, n1, gold, d, keys, 1.0)
+                            _second_order_part(self, W, T, n1, pred, d, keys, -1.0)
                     self.weights.tick()
         finally:
-            free(W); free(T); free(TI); free(pred); free(S); free(work)
+            _scratch_free(&x)
         return int(wrong), int(total)
 
     def finish(self):
@@ -244,18 +392,10 @@ cdef class ArcModel:
         cdef double[::1] SC = scores
         if m == 0 or words.shape[0] == 0:
             return heads, scores
-        cdef int max_n1 = _max_n1(sent_ptr)
-        cdef hash_t* W = <hash_t*>malloc(max_n1 * sizeof(hash_t))
-        cdef hash_t* T = <hash_t*>malloc(max_n1 * sizeof(hash_t))
-        cdef int32_t* TI = <int32_t*>malloc(max_n1 * sizeof(int32_t))
-        cdef int* pred = <int*>malloc(max_n1 * sizeof(int))
-        cdef double* S = <double*>malloc(<size_t>max_n1 * max_n1 * sizeof(double))
-        cdef void* work = malloc(eisner_work_bytes(max_n1))
+        cdef Scratch x
+        _scratch_alloc(&x, _max_n1(sent_ptr))
         cdef hash_t keys[MAX_KEYS]
         cdef int n1, d
-        if W == NULL or T == NULL or TI == NULL or pred == NULL or S == NULL or work == NULL:
-            free(W); free(T); free(TI); free(pred); free(S); free(work)
-            raise MemoryError()
         try:
             with nogil:
                 for i in range(m):
@@ -263,13 +403,12 @@ cdef class ArcModel:
                     n1 = <int>(sent_ptr[i + 1] - a) + 1
                     if n1 == 1:
                         continue
-                    _fill(&words[0], &tags[0], &tag_ids[0], a, n1, W, T, TI)
-                    self._score_matrix(W, T, TI, n1, S, keys)
-                    SC[i] = eisner_decode(S, n1, pred, work)
+                    _fill(&words[0], &tags[0], &tag_ids[0], a, n1, x.W, x.T, x.TI)
+                    SC[i] = self._decode_one(&x, n1, keys)
                     for d in range(1, n1):
-                        H[a + d - 1] = pred[d] - 1
+                        H[a + d - 1] = x.pred[d] - 1
         finally:
-            free(W); free(T); free(TI); free(pred); free(S); free(work)
+            _scratch_free(&x)
         return heads, scores
 
     def score_trees(self, const uint64_t[::1] words, const uint64_t[::1] tags,
@@ -290,18 +429,17 @@ cdef class ArcModel:
         cdef double[::1] O = out
         if n_c == 0:
             return out
-        cdef int max_n1 = _max_n1(sent_ptr)
-        cdef hash_t* W = <hash_t*>malloc(max_n1 * sizeof(hash_t))
-        cdef hash_t* T = <hash_t*>malloc(max_n1 * sizeof(hash_t))
-        cdef int32_t* TI = <int32_t*>malloc(max_n1 * sizeof(int32_t))
+        cdef Scratch x
+        _scratch_alloc(&x, _max_n1(sent_ptr))
+        cdef hash_t* W = x.W
+        cdef hash_t* T = x.T
+        cdef int32_t* TI = x.TI
+        cdef int* hn = x.gold
         cdef hash_t keys[MAX_KEYS]
         cdef int n1, d, g, nk
         cdef weight_t sc[1]
         cdef double total
         cdef bint bad = False
-        if W == NULL or T == NULL or TI == NULL:
-            free(W); free(T); free(TI)
-            raise MemoryError()
         at = 0
         try:
             with nogil:
@@ -320,12 +458,17 @@ cdef class ArcModel:
                         sc[0] = 0.0
                         self.weights.add_rows(keys, nk, sc)
                         total += sc[0]
+                        hn[d] = g
                     if bad:
                         break
+                    if self.order == 2:
+                        hn[0] = -1
+                        for d in range(1, n1):
+                            total += _second_order_part(self, W, T, n1, hn, d, keys, 0.0)
                     O[j] = total
                     at += n1 - 1
         finally:
-            free(W); free(T); free(TI)
+            _scratch_free(&x)
         if bad:
             raise ValueError(f"score_trees: candidate {j} has a head outside its sentence or a self-loop")
         return out

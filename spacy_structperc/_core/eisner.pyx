@@ -27,6 +27,31 @@ cdef size_t eisner_work_bytes(int n1) noexcept nogil:
     return <size_t>n1 * n1 * 4 * (sizeof(double) + sizeof(int))
 
 
+cdef inline void _complete_spans(double* T, int* bp, int n1, int s, int t) noexcept nogil:
+    """The complete spans [s, t] from the incomplete ones (both orders): headed at t, a
+    complete left span [s, r] and the incomplete [r, t]; headed at s, the incomplete [s, r]
+    and a complete right span [r, t]."""
+    cdef size_t N = <size_t>n1 * n1
+    cdef int r, best_r = s
+    cdef double v, best = -INFINITY
+    for r in range(s, t):
+        v = T[CL * N + s * n1 + r] + T[IL * N + r * n1 + t]
+        if v > best:
+            best = v
+            best_r = r
+    T[CL * N + s * n1 + t] = best
+    bp[(CL * n1 + s) * n1 + t] = best_r
+    best = -INFINITY
+    best_r = s + 1
+    for r in range(s + 1, t + 1):
+        v = T[IR * N + s * n1 + r] + T[CR * N + r * n1 + t]
+        if v > best:
+            best = v
+            best_r = r
+    T[CR * N + s * n1 + t] = best
+    bp[(CR * n1 + s) * n1 + t] = best_r
+
+
 cdef void _backtrack(const int* bp, int n1, int kind, int s, int t, int* heads) noexcept nogil:
     cdef int r
     if s == t:
@@ -83,26 +108,7 @@ cdef double eisner_decode(const double* scores, int n1, int* heads, void* work) 
             bp[(IL * n1 + s) * n1 + t] = best_r
             T[IR * N + s * n1 + t] = inner + scores[s * n1 + t]
             bp[(IR * n1 + s) * n1 + t] = best_r
-            # complete, head t: a complete left span [s, r] and the incomplete [r, t]
-            best = -INFINITY
-            best_r = s
-            for r in range(s, t):
-                v = T[CL * N + s * n1 + r] + T[IL * N + r * n1 + t]
-                if v > best:
-                    best = v
-                    best_r = r
-            T[CL * N + s * n1 + t] = best
-            bp[(CL * n1 + s) * n1 + t] = best_r
-            # complete, head s: the incomplete [s, r] and a complete right span [r, t]
-            best = -INFINITY
-            best_r = s + 1
-            for r in range(s + 1, t + 1):
-                v = T[IR * N + s * n1 + r] + T[CR * N + r * n1 + t]
-                if v > best:
-                    best = v
-                    best_r = r
-            T[CR * N + s * n1 + t] = best
-            bp[(CR * n1 + s) * n1 + t] = best_r
+            _complete_spans(T, bp, n1, s, t)
     _backtrack(bp, n1, CR, 0, n1 - 1, heads)
     return T[CR * N + n1 - 1]
 
@@ -235,25 +241,7 @@ cdef double eisner2_decode(const double* A, const double* B, const double* F, in
                         best_r = r
                 T[IL * N + s * n1 + t] = best + A[t * n1 + s]
                 bp[(IL * n1 + s) * n1 + t] = best_r
-            # complete spans, as in first order
-            best = -INFINITY
-            best_r = s
-            for r in range(s, t):
-                v = T[CL * N + s * n1 + r] + T[IL * N + r * n1 + t]
-                if v > best:
-                    best = v
-                    best_r = r
-            T[CL * N + s * n1 + t] = best
-            bp[(CL * n1 + s) * n1 + t] = best_r
-            best = -INFINITY
-            best_r = s + 1
-            for r in range(s + 1, t + 1):
-                v = T[IR * N + s * n1 + r] + T[CR * N + r * n1 + t]
-                if v > best:
-                    best = v
-                    best_r = r
-            T[CR * N + s * n1 + t] = best
-            bp[(CR * n1 + s) * n1 + t] = best_r
+            _complete_spans(T, bp, n1, s, t)   # as in first order
     _backtrack2(bp, n1, CR, 0, n1 - 1, heads)
     return T[CR * N + n1 - 1]
 

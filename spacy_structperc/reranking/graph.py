@@ -50,10 +50,11 @@ class GraphScorer:
     e.g. LOWER and TAG hashes), sent_ptr (m + 1 word offsets), heads per word (index in its
     sentence, -1 for the root)."""
 
-    def __init__(self, epochs: int = 5, seed: int = 0, n_buckets: int = 1 << 22):
+    def __init__(self, epochs: int = 5, seed: int = 0, n_buckets: int = 1 << 22, order: int = 1):
         self.epochs = epochs
         self.seed = seed
-        self.model = ArcModel(n_buckets)
+        self.order = order
+        self.model = ArcModel(n_buckets, order)
         self.tag_index = TagIndex(numpy.zeros((0,), dtype=numpy.uint64))
         self.curve: List[Dict[str, float]] = []
 
