@@ -336,6 +336,25 @@ def _model_info(name: str, model, dev) -> Dict[str, Any]:
     return info
 
 
+def _row_adder(rows: List[Dict[str, Any]]):
+    """add(setting, metrics): test rows of the parser appended to `rows`, and printed."""
+    def add(setting: str, metrics: Dict[str, float]) -> None:
+        for metric, value in metrics.items():
+            rows.append(C.make_row(OURS, setting, metric, float(value), dataset=DATASET, split="test"))
+        print(f"  {setting}: " + ", ".join(f"{m}={v:.4f}" for m, v in metrics.items()), flush=True)
+    return add
+
+
+def _save_parser_rows(results: Path, rows: List[Dict[str, Any]], key: str, details: Dict[str, Any]) -> None:
+    """Merge the parser rows of a run into the results file (replacing its settings' earlier
+    rows), with the run's details under `key`."""
+    new_settings = {r["setting"] for r in rows}
+    details["load_avg_now"] = C.load_average()
+    C.save_results(results, "reranking", list(rows), details={key: dict(details)},
+                   replace=lambda r: r["setting"] in new_settings and r["system"] == OURS,
+                   errors={}, command=" ".join(["python"] + sys.argv), notes=NOTES)
+
+
 def rerank_stage(paths: Dict[str, str], work: Path, n_folds: int, k_max: int, width: int,
                  learners: List[str], ks: List[int], results: Path, quick: bool,
                  groups: Sequence[str]) -> None:
@@ -368,18 +387,11 @@ def rerank_stage(paths: Dict[str, str], work: Path, n_folds: int, k_max: int, wi
                          "feature_seconds_test": t_feats.seconds}
     setting_base = "1-best (pipeline, beam 8)"
 
-    def add(setting, metrics):
-        for metric, value in metrics.items():
-            rows.append(C.make_row(OURS, setting, metric, float(value), dataset=DATASET, split="test"))
-        print(f"  {setting}: " + ", ".join(f"{m}={v:.4f}" for m, v in metrics.items()), flush=True)
+    add = _row_adder(rows)
 
     def save():
         # After every system, so a long learner cannot cost the rows of the others.
-        new_settings = {r["setting"] for r in rows}
-        details["load_avg_now"] = C.load_average()
-        C.save_results(results, "reranking", list(rows), details={key: dict(details)},
-                       replace=lambda r: r["setting"] in new_settings and r["system"] == OURS,
-                       errors={}, command=" ".join(["python"] + sys.argv), notes=NOTES)
+        _save_parser_rows(results, rows, key, details)
 
     # The pipeline's own 1-best (beam 8, as trained) and its prediction time.
     docs_factory = lambda: C.unannotated_copies(gold["test"], nlp.vocab)
@@ -673,6 +685,225 @@ def ensemble_stage(paths: Dict[str, str], work: Path, n_folds: int, k_max: int, 
 
 
 # ---------------------------------------------------------------------------------------------
+# A second opinion of another model family: the arc-factored graph-based model (reranking/graph.py)
+
+GRAPH_EPOCHS = 5          # the held-out fold 0 UAS peaks at epoch 5 (83.05, all words; 82.91 at 10)
+GRAPH_NAMES = {1: "arc-factored", 2: "second-order graph"}   # settings' names by the model's order
+GRAPH_LAMBDAS = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0)
+GRAPH_GROUPS = ("rank", "gap", "disagree", "arcs")   # arcs: dev 87.21 / 87.25 against 87.18 without (perceptron, perceptron dev)
+
+
+def _gold_heads(docs) -> List[Any]:
+    import numpy
+
+    return [numpy.array([t.head.i if t.head.i != t.i else -1 for t in d], dtype=numpy.int32) for d in docs]
+
+
+def _graph_uas(pred, gold_docs) -> float:
+    """Unlabelled attachment of flat heads against gold, words with a punct label left out (as
+    spaCy's parser scorer does)."""
+    import numpy
+
+    gold = numpy.concatenate(_gold_heads(gold_docs))
+    keep = numpy.array([t.dep_ not in ("p", "punct") for d in gold_docs for t in d])
+    return float((numpy.asarray(pred)[keep] == gold[keep]).mean())
+
+
+def _sentences(raw: Dict[str, Any]):
+    """(words, tags, sent_ptr, cand_sent) of cached raw candidates."""
+    import numpy
+
+    n_tok = raw["n_tok"]
+    ptr = numpy.concatenate([[0], numpy.cumsum(n_tok)]).astype(numpy.int64)
+    cand_sent = numpy.repeat(numpy.arange(len(n_tok)), raw["sizes"]).astype(numpy.int64)
+    return raw["words"], raw["tags"], ptr, cand_sent
+
+
+def _disagreements(raw: Dict[str, Any], best) -> Any:
+    """(disagree, ptr, atoms) of every candidate against the graph model's best tree of its
+    sentence (reranking/graph.py disagreement_atoms)."""
+    import numpy
+
+    from spacy_structperc.reranking.graph import disagreement_atoms
+
+    n_tok, sizes = raw["n_tok"], raw["sizes"]
+    tok_start = numpy.concatenate([[0], numpy.cumsum(n_tok)])
+    cand_len = numpy.repeat(n_tok, sizes)
+    sent = numpy.repeat(numpy.arange(len(n_tok)), sizes)
+    # each candidate word's index among its sentence's words
+    at = numpy.repeat(tok_start[sent], cand_len) + numpy.arange(int(cand_len.sum())) - \
+        numpy.repeat(numpy.concatenate([[0], numpy.cumsum(cand_len)])[:-1], cand_len)
+    return disagreement_atoms(raw["heads"], numpy.asarray(best)[at], raw["tags"][at], cand_len)
+
+
+def graph_models(paths: Dict[str, str], work: Path, n_folds: int, k_max: int, width: int,
+                 epochs: int, order: int = 1) -> Dict[str, Dict[str, Any]]:
+    """The arc-factored model's score of every cached candidate and its own best tree, per
+    list file: a training fold's from the graph model trained on the other folds (their
+    sentences with the tags their lists carry, gold heads), dev's and test's from the one
+    trained on all of train. Cached under work/graph/."""
+    import json
+
+    import numpy
+    from spacy.vocab import Vocab
+
+    from spacy_structperc.reranking.graph import GraphScorer
+
+    out_dir = work / "graph"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tag = f"k{k_max}-w{width}-e{epochs}" + ("" if order == 1 else f"-o{order}")
+    names = [f"train-fold{f}" for f in range(n_folds)] + ["dev", "test"]
+    got: Dict[str, Dict[str, Any]] = {}
+    if all((out_dir / f"{n}-{tag}.npz").exists() for n in names):
+        for n in names:
+            with numpy.load(out_dir / f"{n}-{tag}.npz") as f:
+                got[n] = {k: f[k] for k in f.files}
+        return got
+    train_docs = C.load_docs(Path(paths["train"]), Vocab())
+    heads = _gold_heads(train_docs)
+    raws = {f: _raw(work, f"train-fold{f}", k_max, width) for f in range(n_folds)}
+    fold_heads = {f: numpy.concatenate([h for i, h in enumerate(heads) if fold_of(i, n_folds) == f])
+                  for f in range(n_folds)}
+    info: Dict[str, Any] = {"epochs": epochs, "order": order, "load_avg_before": C.load_average()}
+
+    def corpus(folds):
+        rs = [raws[f] for f in folds]
+        n_tok = numpy.concatenate([r["n_tok"] for r in rs])
+        return (numpy.concatenate([r["words"] for r in rs]), numpy.concatenate([r["tags"] for r in rs]),
+                numpy.concatenate([[0], numpy.cumsum(n_tok)]).astype(numpy.int64),
+                numpy.concatenate([fold_heads[f] for f in folds]))
+
+    def run(name, raw, scorer):
+        words, tags, ptr, cand_sent = _sentences(raw)
+        with C.Timer() as t:
+            scores = scorer.score(words, tags, ptr, cand_sent, raw["heads"])
+            best, best_scores = scorer.decode(words, tags, ptr)
+        res = {"scores": scores, "best": best, "disagree": _disagreements(raw, best)[0]}
+        numpy.savez(out_dir / f"{name}-{tag}.npz", **res)
+        got[name] = res
+        return t.seconds
+
+    for f in range(n_folds):
+        rest = [g for g in range(n_folds) if g != f]
+        with C.Timer() as t:
+            scorer = GraphScorer(epochs, order=order).fit(*corpus(rest), heldout=corpus([f]) if f == 0 else None)
+        s = run(f"train-fold{f}", raws[f], scorer)
+        info[f"fold{f}"] = {"train_seconds": t.seconds, "score_seconds": s, "curve": scorer.curve,
+                            "heldout_uas_all_words": float((got[f"train-fold{f}"]["best"] == fold_heads[f]).mean())}
+        print(f"  graph fold {f}: {t.seconds:.0f}s, held-out fold UAS (all words) "
+              f"{info[f'fold{f}']['heldout_uas_all_words']:.4f}", flush=True)
+        del scorer
+    with C.Timer() as t:
+        scorer = GraphScorer(epochs, order=order).fit(*corpus(list(range(n_folds))))
+    info["full"] = {"train_seconds": t.seconds, "curve": scorer.curve}
+    for split in ("dev", "test"):
+        info["full"][f"score_seconds_{split}"] = run(split, _raw(work, split, k_max, width), scorer)
+    info["load_avg_after"] = C.load_average()
+    (out_dir / f"info-{tag}.json").write_text(json.dumps(info, indent=1))
+    print(f"  graph full: {t.seconds:.0f}s", flush=True)
+    return got
+
+
+def graph_stage(paths: Dict[str, str], work: Path, n_folds: int, k_max: int, width: int,
+                ks: List[int], results: Path, groups: Sequence[str], epochs: int = GRAPH_EPOCHS,
+                graph_groups: Sequence[str] = GRAPH_GROUPS, learners: Sequence[str] = ("perceptron", "perceptron dev"),
+                baselines: bool = True, order: int = 1) -> None:
+    """The arc-factored model as a second opinion: its own UAS, a diagnostic (each candidate's
+    base score plus lambda times its graph score, both list-normalized, lambda chosen on dev),
+    and the perceptron rerankers with the graph features (reranking/graph.py graph_keys) added
+    to the global ones, trained on the jackknifed lists; test reported, everything chosen on
+    dev or on held-out training lists."""
+    import json
+
+    import numpy
+    import spacy
+
+    import spacy_structperc  # noqa: F401
+    from spacy_structperc.reranking import CandidateLists, TreeFeatures, choose
+    from spacy_structperc.reranking.graph import graph_keys, with_keys
+
+    graph = graph_models(paths, work, n_folds, k_max, width, epochs, order)
+    gname = GRAPH_NAMES[order]
+    nlp = spacy.load(_model_dir(work, "full"))
+    gold = {s: C.load_docs(Path(paths[s]), nlp.vocab) for s in ("dev", "test")}
+    feats = TreeFeatures(groups)
+    raws = {"train": _concat_raw([_raw(work, f"train-fold{f}", k_max, width) for f in range(n_folds)]),
+            "dev": _raw(work, "dev", k_max, width), "test": _raw(work, "test", k_max, width)}
+    g_all = {"train": {k: numpy.concatenate([graph[f"train-fold{f}"][k] for f in range(n_folds)])
+                       for k in ("scores", "disagree", "best")},
+             "dev": graph["dev"], "test": graph["test"]}
+    tag = f"k{k_max}-w{width}-e{epochs}" + ("" if order == 1 else f"-o{order}")
+    gi = json.loads((work / "graph" / f"info-{tag}.json").read_text())
+    rows: List[Dict[str, Any]] = []
+    details: Dict[str, Any] = {"load_avg_before": C.load_average(), "graph_epochs": epochs, "graph_order": order,
+                               "graph_groups": list(graph_groups), "feature_groups": list(feats.groups),
+                               "graph_training": gi}
+
+    add = _row_adder(rows)
+
+    def save():
+        _save_parser_rows(results, rows, f"ud_en_ewt {gname}" + _lists_tag(width), details)
+
+    own = {s: _graph_uas(graph[s]["best"], gold[s]) for s in ("dev", "test")}
+    add(f"{gname} model (Eisner{', siblings' if order == 2 else ''}, averaged perceptron), its own 1-best",
+        {"dep_uas": own["test"], "dev_uas": own["dev"], "epochs": epochs,
+         "train_seconds": gi["full"]["train_seconds"]})
+
+    def score(split, lists, chosen):
+        return _score_choice(nlp, gold[split], raws[split], _global_rows(raws[split], lists, chosen))
+
+    for k in ks:
+        lists, rowsel = {}, {}
+        for split in ("train", "dev", "test"):
+            raw = raws[split]
+            first = numpy.concatenate([[0], numpy.cumsum(raw["sizes"])])
+            rowsel[split] = numpy.concatenate([numpy.arange(first[i], first[i] + min(k, raw["sizes"][i]))
+                                               for i in range(len(raw["sizes"]))])
+            base = lists_from_raw(raw, feats, False, k)
+            dis, aptr, atoms = _disagreements(raw, g_all[split]["best"])
+            sel = rowsel[split]
+            alen = numpy.diff(aptr)[sel]
+            aptr_k = numpy.concatenate([[0], numpy.cumsum(alen)]).astype(numpy.int64)
+            atoms_k = atoms[numpy.repeat(aptr[sel], alen) + numpy.arange(int(alen.sum())) - numpy.repeat(aptr_k[:-1], alen)]
+            ptr, keys = graph_keys(base.offsets, g_all[split]["scores"][sel], dis[sel], graph_groups,
+                                   aptr_k, atoms_k)
+            lists[split] = (base, with_keys(base, ptr, keys))
+        # The diagnostic: no learner, base + lambda * graph (both list-normalized).
+        curve, chosen = {}, {}
+        for split in ("dev", "test"):
+            base = lists[split][0]
+            g = CandidateLists(base.offsets, g_all[split]["scores"][rowsel[split]], base.loss,
+                               numpy.zeros((len(base) + 1,), dtype=numpy.int64), numpy.zeros((0,), dtype=numpy.uint64))
+            b_rel, g_rel = base.list_relative_base(), g.list_relative_base()
+            chosen[split] = {lam: choose(base, b_rel + lam * g_rel) for lam in GRAPH_LAMBDAS}
+            curve[split] = {str(lam): float(base.loss[c].sum()) for lam, c in chosen[split].items()}
+        lam = min(GRAPH_LAMBDAS, key=lambda x: (curve["dev"][str(x)], x))
+        m = score("test", lists["test"][0], chosen["test"][lam])
+        d = score("dev", lists["dev"][0], chosen["dev"][lam])
+        add(f"diagnostic: base + {gname} score k={k}{_lists_tag(width)}",
+            {"dep_uas": m["dep_uas"], "dep_las": m["dep_las"], "dev_uas": d["dep_uas"], "dev_las": d["dep_las"],
+             "lambda": lam})
+        details[f"diagnostic k={k}"] = {"loss_by_lambda": curve, "lambda": lam}
+        save()
+        for name in learners:
+            for with_graph in ((False, True) if baselines else (True,)):
+                tr, dv, te = (lists[s][1 if with_graph else 0] for s in ("train", "dev", "test"))
+                model, train_seconds = fit_learner(name, tr, dv)
+                mt = score("test", te, model.choose(te))
+                md = score("dev", dv, model.choose(dv))
+                metrics = {"dep_uas": mt["dep_uas"], "dep_las": mt["dep_las"], "dev_uas": md["dep_uas"],
+                           "dev_las": md["dep_las"], "train_seconds": train_seconds}
+                if with_graph:
+                    setting = f"rerank {name} + {gname} k={k}{_lists_tag(width)}"
+                    add(setting, metrics)
+                else:   # the same learner without the graph in this run: its details only
+                    setting = f"rerank {name} k={k}{_lists_tag(width)} (this run)"
+                    print(f"  {setting}: " + ", ".join(f"{a}={v:.4f}" for a, v in metrics.items()), flush=True)
+                details[setting] = {**_model_info(name, model, dv), **metrics}
+                save()
+
+
+# ---------------------------------------------------------------------------------------------
 # The chunker (CoNLL-2000): jackknifed k-best BIO sequences, chunk-level global features
 
 CHUNK_DATASET = "conll2000"
@@ -895,6 +1126,9 @@ def _plot_boosting(curves, path: Path) -> None:
     fig.savefig(path, dpi=100)
 
 
+LEARNERS_DEFAULT = "perceptron,perceptron dev,boosting,dual tree,dual poly,svm"
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", type=Path, default=None)
@@ -905,15 +1139,24 @@ def main(argv=None) -> int:
     p.add_argument("--train-beam", type=int, default=8, help="beam width the base parsers train with")
     p.add_argument("--only", default="base,kbest,rerank",
                    help="parts, comma-separated: base, kbest, rerank, lists (the jackknife check), "
-                        "ensemble (the fold-model diagnostic, at each --rerank-k), pipeline, chunker")
+                        "ensemble (the fold-model diagnostic, at each --rerank-k), graph (the "
+                        "arc-factored model's scores as features, at each --rerank-k), pipeline, chunker")
     p.add_argument("--k", type=int, default=16, help="k-best lists cached (k <= this are prefixes)")
     p.add_argument("--width", type=int, default=16, help="beam width of the k-best decoding")
-    p.add_argument("--learners", default="perceptron,perceptron dev,boosting,dual tree,dual poly,svm")
+    p.add_argument("--learners", default=LEARNERS_DEFAULT,
+                   help="learners of --only rerank (of --only graph: perceptron, perceptron dev unless given)")
     p.add_argument("--rerank-k", default="8", help="list sizes the learners are trained on")
     p.add_argument("--results", type=Path, default=C.RESULTS_DIR / "reranking.json")
     p.add_argument("--pipeline-learner", default="perceptron")
     p.add_argument("--kbest-splits", default="train,dev,test")
     p.add_argument("--features", default=",".join(GROUP_NAMES), help="tree feature groups")
+    p.add_argument("--graph-groups", default=",".join(GRAPH_GROUPS),
+                   help="graph feature groups (reranking/graph.py graph_keys): rank, gap, disagree, arcs")
+    p.add_argument("--no-baselines", action="store_true",
+                   help="--only graph: skip the learners without the graph features")
+    p.add_argument("--graph-order", type=int, default=1, choices=(1, 2),
+                   help="1: arc-factored; 2: with adjacent siblings (McDonald and Pereira 2006)")
+    p.add_argument("--graph-epochs", type=int, default=GRAPH_EPOCHS, help="epochs of the arc-factored models")
     p.add_argument("--chunker-learners", default="perceptron,boosting")
     p.add_argument("--chunker-epochs", type=int, default=12)
     args = p.parse_args(argv)
@@ -944,6 +1187,11 @@ def main(argv=None) -> int:
             ensemble_stage(paths, work, args.folds, args.k, args.width, k, results)
     if "pipeline" in only:
         pipeline_stage(paths, work, args.folds, args.k, args.width, args.pipeline_learner, 8, results, groups)
+    if "graph" in only:
+        graph_stage(paths, work, args.folds, args.k, args.width, [int(x) for x in args.rerank_k.split(",")],
+                    results, groups, args.graph_epochs, [g for g in args.graph_groups.split(",") if g],
+                    [x for x in args.learners.split(",") if x] if args.learners != LEARNERS_DEFAULT else
+                    ["perceptron", "perceptron dev"], not args.no_baselines, args.graph_order)
     if "chunker" in only:
         chunker_stage(C.default_data_dir(CHUNK_DATASET) if args.data is None else args.data.parent / CHUNK_DATASET,
                       work, args.folds, args.k, args.width, args.chunker_epochs,
