@@ -76,18 +76,51 @@ VARIANTS: Dict[str, Dict[str, Any]] = {
     "sent1": {"overrides": {"corpora.train.sentences_per_doc": 1, "corpora.dev.sentences_per_doc": 1},
               "mixing": "uniform", "label": ", one sentence per Doc"},
     "mistakes": {"overrides": {}, "mixing": "mistakes", "label": ", mistake-weighted"},
+    # The same runs with another shuffling seed: how far two runs of one setting differ.
+    "seed1": {"overrides": {"system.seed": 1}, "mixing": "uniform", "label": ", seed 1"},
+    # A diagnostic of why documents mix worse than sentences: the sentences are dealt to the
+    # shards round-robin (as sent1 deals them) and each shard's sentences are then merged into
+    # documents of the configured size, so every shard sees every document's vocabulary, while
+    # the parser still trains on multi-sentence Docs with no sentence starts (it learns BREAK).
+    "deal-sents": {"overrides": {}, "mixing": "uniform", "deal": "sentences",
+                   "label": ", shards dealt by sentence"},
+    "deal-sents-seed1": {"overrides": {"system.seed": 1}, "mixing": "uniform", "deal": "sentences",
+                         "label": ", shards dealt by sentence, seed 1"},
 }
 
 
+def _deal_by_sentence(write_shards):
+    """`write_shards` that splits each document into its sentences, deals the sentences
+    round-robin and merges each shard's sentences back into documents of the original size."""
+    from spacy.training import Example
+
+    from spacy_structperc.documents import merge_sentences, predicted_doc
+
+    def deal(examples, n_shards, shard_dir):
+        sents = [s.as_doc() for eg in examples for s in eg.reference.sents]
+        per_doc = max(1, round(len(sents) / len(examples)))
+        urls = []
+        for s in range(n_shards):
+            docs = [Example(predicted_doc(ref), ref) for ref in merge_sentences(sents[s::n_shards], per_doc)]
+            urls += write_shards(docs, 1, f"{shard_dir.rstrip('/')}/dealt-{s:03d}")
+        return urls
+    return deal
+
+
 def child_accuracy(config: str, train: str, dev: str, test: str, output: str, shards: int,
-                   epochs: int, overrides: Optional[Dict[str, Any]] = None, mixing: str = "uniform") -> Dict[str, Any]:
-    """Train by mixing `shards` shards in this process; the test scores after every epoch."""
+                   epochs: int, overrides: Optional[Dict[str, Any]] = None, mixing: str = "uniform",
+                   deal: str = "examples") -> Dict[str, Any]:
+    """Train by mixing `shards` shards in this process; the test scores after every epoch.
+    deal = "sentences": the shards are dealt by sentence (the deal-sents variant)."""
     import spacy
     from spacy.tokens import DocBin
     from spacy.training import Example
 
+    from spacy_structperc.distributed import train as dist_train
     from spacy_structperc.distributed.train import train_distributed
 
+    if deal == "sentences":
+        dist_train.write_shards = _deal_by_sentence(dist_train.write_shards)
     vocab = spacy.blank("en").vocab
     gold = list(DocBin().from_disk(test).get_docs(vocab))
     curve: List[Dict[str, Any]] = []
@@ -412,7 +445,8 @@ REUSE = False
 def run_accuracy(args, paths, work, rows, details, errors):
     runs = [(comp, shards, variant) for comp in args.components for variant in args.variants
             for shards in [1] + args.shards[comp]
-            if not (shards == 1 and VARIANTS[variant]["mixing"] != "uniform")]   # one shard: no mixing
+            if not (shards == 1 and (VARIANTS[variant]["mixing"] != "uniform" or VARIANTS[variant].get("deal")))]
+    # one shard: no mixing, and dealing sentences to one shard gives the documents back
     for comp, shards, variant in runs:
         epochs = args.epochs[comp]
         spec = VARIANTS[variant]
@@ -425,6 +459,8 @@ def run_accuracy(args, paths, work, rows, details, errors):
                       output=str(work / "runs" / key.replace(":", "-")), shards=shards, epochs=n_epochs)
         if variant:
             kwargs.update(overrides=spec["overrides"], mixing=spec["mixing"])
+            if spec.get("deal"):
+                kwargs["deal"] = spec["deal"]
         try:
             res = _child("child_accuracy", kwargs, work / "logs" / f"{key.replace(':', '-')}.log")
         except Exception as e:  # keep the other runs
