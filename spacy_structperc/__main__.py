@@ -74,10 +74,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     t.add_argument("--epochs", type=int, default=None, help="default: [training] max_epochs")
     t.add_argument("--eval-every", type=int, default=1,
                    help="evaluate the mix every N epochs and after the last (default: every epoch)")
-    t.add_argument("--worker-nice", default="0",
-                   help="nice value of the workers' training threads, 0-19, or 'auto' (3 when a "
-                        "LocalCluster has a worker per core, so the driver's evaluation gets a core: "
-                        "faster on an otherwise idle machine, slower on a busy one; default 0)")
+    t.add_argument("--worker-nice", default="auto",
+                   help="nice value of the workers' training threads, 0-19, or 'auto' (the default: 3 "
+                        "when the LocalCluster has a worker per core and the machine is otherwise idle "
+                        "at the start, so the driver's evaluation gets a core; else 0)")
     t.add_argument("--simulate", action="store_true", help="train the shards in this process, in turn")
     a = sub.add_parser("annotate", help="annotate text / JSONL / .spacy files over Dask partitions")
     a.add_argument("pipeline")

@@ -384,12 +384,36 @@ class DaskExecutor:
 # The driver ------------------------------------------------------------------------------------
 
 WORKER_NICE = 3   # two workers at nice 3 weigh about as much as the driver at 0 (CFS weights 526 vs 1024)
+# The automatic choice lowers the workers' priority only on a machine the run has to itself: the
+# rest of the machine busy below this many cores' worth of CPU while the driver waits.
+IDLE_BELOW_CORES = 0.25
+
+
+def _others_busy_cores(seconds: float = 0.5) -> Optional[float]:
+    """How many cores' worth of CPU the machine spent over the next `seconds` outside this
+    process (Linux: /proc/stat; None elsewhere). The LocalCluster's idle workers count, at a
+    few hundredths of a core."""
+    def busy() -> float:
+        with open("/proc/stat", "rb") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+        # user nice system idle iowait irq softirq steal ...
+        return float(sum(fields[:3]) + sum(fields[5:8]))
+
+    try:
+        hz = os.sysconf("SC_CLK_TCK")
+        start, own = busy(), _process_cpu()
+        time.sleep(seconds)
+        return max(0.0, (busy() - start) / hz - (_process_cpu() - own)) / seconds
+    except (OSError, ValueError, AttributeError, IndexError):
+        return None
 
 
 def _worker_nice(client, worker_nice: Optional[int]) -> int:
     """The nice value of the workers' training threads: `worker_nice` if given; else WORKER_NICE
     when the workers are processes of a LocalCluster made in this process with at least one
-    worker per core (they compete with the driver), else 0."""
+    worker per core (they compete with the driver) and the rest of the machine is idle (under
+    IDLE_BELOW_CORES busy: on a busy machine a lower priority costs the workers more than the
+    driver gains), else 0."""
     if worker_nice is not None:
         if isinstance(worker_nice, bool) or not isinstance(worker_nice, int) or not 0 <= worker_nice <= 19:
             raise ValueError(Errors.S012.format(setting="worker_nice", name="train-distributed",
@@ -401,7 +425,10 @@ def _worker_nice(client, worker_nice: Optional[int]) -> int:
 
     if not isinstance(getattr(client, "cluster", None), LocalCluster):
         return 0
-    return WORKER_NICE if len(client.scheduler_info()["workers"]) >= (os.cpu_count() or 1) else 0
+    if len(client.scheduler_info()["workers"]) < (os.cpu_count() or 1):
+        return 0
+    others = _others_busy_cores()
+    return WORKER_NICE if others is not None and others < IDLE_BELOW_CORES else 0
 
 
 def _score_row(scores: Dict[str, Any], keys: Sequence[str]) -> List[str]:
@@ -417,7 +444,7 @@ def train_distributed(config_path, output, *, overrides: Optional[Dict[str, Any]
                       shard_dir: Optional[str] = None, epochs: Optional[int] = None,
                       simulate: bool = False, printer: Optional[Callable[[str], None]] = print,
                       on_epoch: Optional[Callable[[Dict[str, Any], Any], None]] = None,
-                      eval_every: int = 1, worker_nice: Optional[int] = 0) -> Dict[str, Any]:
+                      eval_every: int = 1, worker_nice: Optional[int] = None) -> Dict[str, Any]:
     """Train the pipeline of `config_path` by iterative parameter mixing; save `model-best` and
     `model-last` under `output`. With `client`, shards train on its cluster (one shard per worker
     unless `n_shards`); with `simulate`, all shards train in this process one after another.
@@ -430,10 +457,11 @@ def train_distributed(config_path, output, *, overrides: Optional[Dict[str, Any]
     collects the shards when it is done. When the workers share this machine's cores with the
     driver, each process gets an equal share: the workers finish first and then wait for the
     driver's evaluation with a core idle. `worker_nice` runs the workers' training threads at
-    that nice value (0, the default: their own priority; None: `WORKER_NICE` when the workers
-    are processes of a LocalCluster made in this process with at least one worker per core),
-    so the driver gets a core and finishes with them. Whether that pays depends on the machine
-    (benchmarks/bench_distributed.py --compare-nice measures it)."""
+    that nice value (0: their own priority), so the driver gets a core and finishes with them.
+    None, the default, chooses: `WORKER_NICE` when the workers are processes of a LocalCluster
+    made in this process with at least one worker per core and the rest of the machine is idle
+    at the start (measured over half a second), else 0; on a busy machine the lower priority
+    costs more than it gains (benchmarks/bench_distributed.py --compare-nice measures both)."""
     from spacy import util
     from spacy.schemas import ConfigSchemaTraining
     from spacy.training.initialize import init_nlp

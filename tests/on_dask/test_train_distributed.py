@@ -4,6 +4,7 @@ import json
 import os
 import signal
 import threading
+import time
 
 import sys
 
@@ -171,19 +172,50 @@ def test_two_workers_mixing_in_place_save_the_bytes_of_two_shards_trained_in_tur
     assert a == b
 
 
-def test_workers_sharing_the_drivers_cores_train_at_a_lower_priority(tmp_path, cluster, toy_corpus, toy_config):
-    """worker_nice=None: a LocalCluster of this process with a worker per core competes with the
-    driver's evaluation, so the training threads run at nice WORKER_NICE (with more cores than
-    workers, at their own priority)."""
+def test_workers_sharing_the_drivers_cores_train_at_a_lower_priority(tmp_path, cluster, toy_corpus, toy_config,
+                                                                       monkeypatch):
+    """worker_nice=None (the default) on an otherwise idle machine: a LocalCluster of this process
+    with a worker per core competes with the driver's evaluation, so the training threads run at
+    nice WORKER_NICE (with more cores than workers, at their own priority)."""
+    from spacy_structperc.distributed import train as dist_train
     from spacy_structperc.distributed.train import WORKER_NICE
 
+    monkeypatch.setattr(dist_train, "_others_busy_cores", lambda seconds=0.5: 0.0)
     log = train_distributed(toy_config, tmp_path / "out", overrides=_overrides(toy_corpus), client=cluster,
-                            epochs=1, printer=None, worker_nice=None)
+                            epochs=1, printer=None)
     # The workers start at this process's nice value (a test run may itself be niced).
     own = os.getpriority(os.PRIO_PROCESS, 0)
     expected = max(own, WORKER_NICE) if 2 >= (os.cpu_count() or 1) else own
     assert log["worker_nice"] == (WORKER_NICE if 2 >= (os.cpu_count() or 1) else 0)
     assert log["epochs"][0]["shard_nice"] == [expected, expected]
+
+
+@pytest.mark.parametrize("others", [1.0, None])
+def test_workers_keep_their_priority_on_a_busy_machine(cluster, monkeypatch, others):
+    """The automatic choice leaves the workers at their priority when the rest of the machine is
+    busy (a core's worth of other work) or cannot be measured."""
+    from spacy_structperc.distributed import train as dist_train
+
+    monkeypatch.setattr(dist_train, "_others_busy_cores", lambda seconds=0.5: others)
+    assert dist_train._worker_nice(cluster, None) == 0
+    assert dist_train._worker_nice(cluster, 5) == 5      # a value given is kept
+
+
+def test_the_machines_other_work_is_measured():
+    """A busy process beside this one counts as about a core of other work."""
+    import subprocess
+
+    from spacy_structperc.distributed.train import _others_busy_cores
+
+    if _others_busy_cores(0.05) is None:
+        pytest.skip("no /proc/stat here")
+    spin = subprocess.Popen([sys.executable, "-c", "import time\nt = time.time()\nwhile time.time() - t < 5: pass"])
+    try:
+        time.sleep(0.3)
+        assert _others_busy_cores(0.5) >= 0.5
+    finally:
+        spin.kill()
+        spin.wait()
 
 
 @pytest.mark.parametrize("value", [-1, 20, True, 2.0])
