@@ -78,10 +78,12 @@ def write_folds(train_path: str, out_dir: Path, n_folds: int) -> List[str]:
     return paths
 
 
-def train_base(paths: Dict[str, str], work: Path, n_folds: int, overrides: List[str]) -> Dict[str, Any]:
-    """Train the fold pipelines and the full one (skipping any already trained)."""
+def train_base(paths: Dict[str, str], work: Path, n_folds: int, overrides: List[str],
+               full_only: bool = False) -> Dict[str, Any]:
+    """Train the fold pipelines and the full one (skipping any already trained); with
+    `full_only`, the full one alone (enough for the 1-best and oracle rows of dev and test)."""
     config = C.REPO_ROOT / "configs" / BASE_CONFIG
-    folds = write_folds(paths["train"], work / "folds", n_folds)
+    folds = [] if full_only else write_folds(paths["train"], work / "folds", n_folds)
     runs = {}
     jobs = [(f"fold{f}of{n_folds}", fp) for f, fp in enumerate(folds)] + [("full", paths["train"])]
     for name, train in jobs:
@@ -370,7 +372,8 @@ def rerank_stage(paths: Dict[str, str], work: Path, n_folds: int, k_max: int, wi
     gold = {s: C.load_docs(Path(paths[s]), nlp.vocab) for s in ("dev", "test")}
     feats = TreeFeatures(groups)
     trees = any(name == "dual tree" for name in learners)
-    train_raw = _concat_raw([_raw(work, f"train-fold{f}", k_max, width) for f in range(n_folds)])
+    # The learners need the jackknifed training lists; the base and oracle rows only dev's and test's.
+    train_raw = _concat_raw([_raw(work, f"train-fold{f}", k_max, width) for f in range(n_folds)]) if learners else None
     dev_raw, test_raw = _raw(work, "dev", k_max, width), _raw(work, "test", k_max, width)
     with C.Timer() as t_feats:
         test_all = lists_from_raw(test_raw, feats)
@@ -415,7 +418,7 @@ def rerank_stage(paths: Dict[str, str], work: Path, n_folds: int, k_max: int, wi
                                            _global_rows(test_raw, lists, lists.oracle())))
     save()
     curves = _saved_boosting_curves(results)
-    for k in ks:
+    for k in ks if learners else []:
         with C.Timer() as t_feats:
             train = lists_from_raw(train_raw, feats, trees, k)
             dev = lists_from_raw(dev_raw, feats, trees, k)
@@ -1149,6 +1152,9 @@ def main(argv=None) -> int:
     p.add_argument("--results", type=Path, default=C.RESULTS_DIR / "reranking.json")
     p.add_argument("--pipeline-learner", default="perceptron")
     p.add_argument("--kbest-splits", default="train,dev,test")
+    p.add_argument("--full-only", action="store_true",
+                   help="--only base: train the full base pipeline only, not the fold ones (for the 1-best and "
+                        "oracle rows: --only base,kbest,rerank --kbest-splits dev,test --learners '')")
     p.add_argument("--features", default=",".join(GROUP_NAMES), help="tree feature groups")
     p.add_argument("--graph-groups", default=",".join(GRAPH_GROUPS),
                    help="graph feature groups (reranking/graph.py graph_keys): rank, gap, disagree, arcs")
@@ -1174,7 +1180,7 @@ def main(argv=None) -> int:
                  "--corpora.train.gold_preproc", "true", "--corpora.dev.gold_preproc", "true"]
     only = set(args.only.split(","))
     if "base" in only:
-        train_base(paths, work, args.folds, overrides)
+        train_base(paths, work, args.folds, overrides, full_only=args.full_only)
     if "kbest" in only:
         kbest_stage(paths, work, args.folds, args.k, args.width, args.kbest_splits.split(","))
     if "rerank" in only:
