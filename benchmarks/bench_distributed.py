@@ -17,6 +17,10 @@ One run, on UD English EWT (gold tokenization, one Doc per sentence; XPOS in ``t
 3. annotate (``--parts annotate``): words/s of ``python -m spacy_structperc annotate`` (warm
    workers) with 1 and 2 workers on the EWT training text, against one ``nlp.pipe`` process and
    ``nlp.pipe(n_process=2)``, with the tagger + parser pipeline of the serial run.
+4. ceiling (``--parts ceiling``): what two of this machine's cores give at most: the same work in
+   one process alone and in two processes at once (annotate's ``nlp.pipe``; the tagger's update
+   epoch), started together once both are ready. The pair's throughput over the lone process's
+   bounds every two-process speed-up above before its own costs (Dask, mixing, writing).
 
 Timing and annotate run every setting ``--rounds`` times in interleaved rounds (each round in
 another order) and report medians, so load from other jobs on a shared machine falls on all
@@ -27,7 +31,8 @@ prepare/train/delta wall and CPU seconds, preemptions and page faults, and the C
 worker's other threads; the driver's mix message/apply/evaluate/save and its process CPU; the
 sync gaps between epochs), printed per setting at the end of the part; annotate runs record the
 workers' CPU by phase (pipeline, DocBin, writing) and the driver's CPU. ``--compare-nice`` adds
-the most workers with their training threads at nice 3 (``train_distributed(worker_nice=3)``).
+the most workers with their training threads at nice 0 and at nice 3 (``train_distributed(worker_nice=...)``;
+the default runs take train_distributed's automatic choice, recorded in the details).
 
 Writes ``benchmarks/results/distributed.json`` and ``distributed_mixing.png``. Timings are only
 meaningful on an otherwise idle machine: each detail records the load average.
@@ -39,6 +44,7 @@ meaningful on an otherwise idle machine: each detail records the load average.
     python benchmarks/bench_distributed.py --parts timing --components tagger --rounds 2 --eval-every 1,4 \
         --compare-nice
     python benchmarks/bench_distributed.py --parts annotate --rounds 2   # needs runs/accuracy-parser-1
+    python benchmarks/bench_distributed.py --parts ceiling --rounds 3    # pipe needs runs/accuracy-parser-1
     python benchmarks/bench_distributed.py --quick            # smoke run on slices
     python benchmarks/bench_distributed.py --plots-only
 """
@@ -50,7 +56,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as C  # noqa: E402
@@ -78,6 +84,8 @@ VARIANTS: Dict[str, Dict[str, Any]] = {
     "mistakes": {"overrides": {}, "mixing": "mistakes", "label": ", mistake-weighted"},
     # The same runs with another shuffling seed: how far two runs of one setting differ.
     "seed1": {"overrides": {"system.seed": 1}, "mixing": "uniform", "label": ", seed 1"},
+    "seed2": {"overrides": {"system.seed": 2}, "mixing": "uniform", "label": ", seed 2"},
+    "seed3": {"overrides": {"system.seed": 3}, "mixing": "uniform", "label": ", seed 3"},
     # A diagnostic of why documents mix worse than sentences: the sentences are dealt to the
     # shards round-robin (as sent1 deals them) and each shard's sentences are then merged into
     # documents of the configured size, so every shard sees every document's vocabulary, while
@@ -243,7 +251,7 @@ def _median_phases(phases: List[Dict[str, Dict[str, float]]]) -> Dict[str, Dict[
 
 
 def child_timing(config: str, train: str, dev: str, output: str, workers: int, epochs: int,
-                 eval_every: int = 1, worker_nice: Optional[int] = 0) -> Dict[str, Any]:
+                 eval_every: int = 1, worker_nice: Optional[int] = None) -> Dict[str, Any]:
     from spacy_structperc.distributed._dask import dask_client
     from spacy_structperc.distributed.train import train_distributed
 
@@ -442,6 +450,22 @@ def _child(fn: str, kwargs: Dict[str, Any], log_path: Path) -> Dict[str, Any]:
 REUSE = False
 
 
+def _attempt(key: str, call: Callable[[], Any], details: Dict[str, Any], errors: Dict[str, str],
+             runs: Optional[List[Any]] = None) -> Any:
+    """`call()`'s result recorded under `key` in details (and appended to `runs`), or its error
+    under `key` in errors and None: one failed run must not lose the others."""
+    try:
+        res = call()
+    except Exception as e:
+        errors[key] = str(e)[-2000:]
+        print(errors[key])
+        return None
+    details[key] = res
+    if runs is not None:
+        runs.append(res)
+    return res
+
+
 def run_accuracy(args, paths, work, rows, details, errors):
     runs = [(comp, shards, variant) for comp in args.components for variant in args.variants
             for shards in [1] + args.shards[comp]
@@ -461,14 +485,11 @@ def run_accuracy(args, paths, work, rows, details, errors):
             kwargs.update(overrides=spec["overrides"], mixing=spec["mixing"])
             if spec.get("deal"):
                 kwargs["deal"] = spec["deal"]
-        try:
-            res = _child("child_accuracy", kwargs, work / "logs" / f"{key.replace(':', '-')}.log")
-        except Exception as e:  # keep the other runs
-            errors[key] = str(e)[-2000:]
-            print(errors[key])
+        res = _attempt(key, lambda: _child("child_accuracy", kwargs, work / "logs" / f"{key.replace(':', '-')}.log"),
+                       details, errors)
+        if res is None:
             continue
         res["load_average"] = C.load_average()
-        details[key] = res
         metric = METRIC[comp]
         for point in res["curve"]:
             if point["epoch"] in (epochs, epochs + 1, epochs + 2) and point["epoch"] <= n_epochs:
@@ -545,7 +566,8 @@ def _median_of(runs: List[Dict[str, Any]], key: str) -> float:
 
 def _timing_setting(setting: str):
     """(workers, worker_nice) of a timing setting: "serial" (0 workers), "2" (train_distributed's
-    default priority), "2-nice3" (the workers' training threads at nice 3)."""
+    default: its automatic choice), "2-nice0" / "2-nice3" (the workers' training threads at that
+    nice value)."""
     if setting == "serial":
         return 0, None
     workers, _, nice = setting.partition("-nice")
@@ -566,9 +588,9 @@ def run_timing(args, paths, work, rows, details, errors):
     for comp, eval_every in [(c, e) for c in args.components for e in args.eval_every]:
         settings = ["serial"] + [str(w) for w in args.workers[comp]]
         if args.compare_nice and eval_every == 1:
-            # The same workers yielding to the driver's evaluation (train_distributed's worker_nice,
-            # at the value its automatic choice uses: distributed.train.WORKER_NICE).
-            settings.append(f"{max(args.workers[comp])}-nice3")
+            # The most workers at a fixed priority each way: their own (nice 0) and yielding to the
+            # driver's evaluation (nice 3, what the automatic choice takes on an idle machine).
+            settings += [f"{max(args.workers[comp])}-nice0", f"{max(args.workers[comp])}-nice3"]
         runs: Dict[str, List[Dict[str, Any]]] = {w: [] for w in settings}
         tag = "" if eval_every == 1 else f":e{eval_every}"
         label = "" if eval_every == 1 else (", dev evaluation after the last epoch only" if eval_every >= args.timing_epochs
@@ -583,20 +605,16 @@ def run_timing(args, paths, work, rows, details, errors):
                           epochs=args.timing_epochs)
             if eval_every != 1:
                 common["eval_every"] = eval_every
-            try:
-                if workers == 0:
-                    res = _child("child_serial", common, work / "logs" / f"{key.replace(':', '-')}.log")
-                else:
-                    kwargs = dict(common, workers=workers)
-                    if nice is not None:
-                        kwargs["worker_nice"] = nice
-                    res = _child("child_timing", kwargs, work / "logs" / f"{key.replace(':', '-')}.log")
-            except Exception as e:
-                errors[key] = str(e)[-2000:]
-                print(errors[key])
+            if workers == 0:
+                fn, kwargs = "child_serial", common
+            else:
+                fn, kwargs = "child_timing", dict(common, workers=workers)
+                if nice is not None:
+                    kwargs["worker_nice"] = nice
+            res = _attempt(key, lambda: _child(fn, kwargs, work / "logs" / f"{key.replace(':', '-')}.log"),
+                           details, errors, runs[setting])
+            if res is None:
                 continue
-            details[key] = res
-            runs[setting].append(res)
             print(f"   {res['seconds_per_epoch']:.2f} s/epoch, load {res.get('load_average_start')}"
                   f"->{res.get('load_average')}", flush=True)
         if not all(runs.values()):
@@ -691,14 +709,10 @@ def run_annotate(args, paths, work, rows, details, errors):
             kwargs["warm_path"] = str(paths["warm"])
         if fn == "child_annotate":
             kwargs["output"] = str(work / "annotated" / f"w{extra['workers']}")
-        try:
-            res = _child(fn, kwargs, log_path=work / "logs" / f"annotate-{C.slug(setting)}-r{i // len(settings)}.log")
-        except Exception as e:
-            errors[key] = str(e)[-2000:]
-            print(errors[key])
+        log = work / "logs" / f"annotate-{C.slug(setting)}-r{i // len(settings)}.log"
+        res = _attempt(key, lambda: _child(fn, kwargs, log_path=log), details, errors, runs[setting])
+        if res is None:
             continue
-        details[key] = res
-        runs[setting].append(res)
         print(f"   {res['words_per_second']:.0f} words/s, load {res.get('load_average_start')}->"
               f"{res.get('load_average')}", flush=True)
     if not all(runs.values()):
@@ -724,6 +738,142 @@ def run_annotate(args, paths, work, rows, details, errors):
     details["annotate:summary"] = {"words_per_second": wps, "rounds": args.rounds, "warmed_up": args.warm,
                                    "per_round": {k: [r["words_per_second"] for r in v] for k, v in runs.items()},
                                    "load_average_min": min(loads), "load_average_max": max(loads)}
+
+
+def child_ceiling(kind: str, target: str, data_path: str, ready: str, go: str,
+                  warm_path: Optional[str] = None, dev: Optional[str] = None) -> Dict[str, Any]:
+    """One process of the ceiling measurement: the work made ready (pipeline loaded and warmed
+    up, or a tagger trained one epoch), then `ready` written and, once `go` exists, one timed
+    pass: kind "pipe" runs nlp.pipe over the text lines of `data_path` with the pipeline at
+    `target`; kind "train" one epoch of updates (no evaluation) of the config `target` over the
+    training DocBin `data_path`. Wall and CPU seconds of the timed pass."""
+    import random
+
+    import spacy
+
+    if kind == "pipe":
+        nlp = spacy.load(target)
+        texts = Path(data_path).read_text(encoding="utf8").splitlines()
+        if warm_path:
+            list(nlp.pipe(Path(warm_path).read_text(encoding="utf8").splitlines(), batch_size=256))
+
+        def work() -> int:
+            return sum(len(d) for d in nlp.pipe(texts, batch_size=256))
+    else:
+        from spacy import util
+        from spacy.schemas import ConfigSchemaTraining
+        from spacy.training.initialize import init_nlp
+        from spacy.util import registry, resolve_dot_names
+
+        from spacy_structperc.distributed.train import _batches
+
+        cfg = util.load_config(target, overrides={"paths.train": data_path, "paths.dev": dev}, interpolate=False)
+        nlp = init_nlp(cfg, use_gpu=-1)
+        T = registry.resolve(nlp.config.interpolate()["training"], schema=ConfigSchemaTraining)
+        (train_corpus,) = resolve_dot_names(nlp.config.interpolate(), [T["train_corpus"]])
+        examples = list(train_corpus(nlp))
+        size = nlp.config["training"].get("batcher", {}).get("size", 1000)
+        payload = {"batch_words": size if isinstance(size, int) else 1000}
+
+        def epoch(seed: int) -> int:
+            random.Random(seed).shuffle(examples)
+            for batch in _batches(payload, examples):
+                nlp.update(batch, sgd=False, losses={}, exclude=T["frozen_components"],
+                           annotates=T["annotating_components"])
+            return sum(len(eg.reference) for eg in examples)
+
+        epoch(1)            # the tables grown: the timed epoch is a steady one, as an epoch > 1
+
+        def work() -> int:
+            return epoch(2)
+    Path(ready).write_text("ready")
+    while not Path(go).exists():
+        time.sleep(0.005)
+    start, cpu = time.perf_counter(), time.process_time()
+    words = work()
+    return {"words": words, "seconds": time.perf_counter() - start, "cpu": time.process_time() - cpu,
+            "load_average": C.load_average()}
+
+
+def _concurrent_children(fn: str, kwargs_list: List[Dict[str, Any]], work: Path, key: str) -> List[Dict[str, Any]]:
+    """Run `fn` in one child per kwargs at once; each waits for the others to be ready (files
+    under work/ceiling) before its timed pass."""
+    import shutil
+    import threading
+
+    sync = work / "ceiling" / C.slug(key)
+    shutil.rmtree(sync, ignore_errors=True)
+    sync.mkdir(parents=True)
+    go = sync / "go"
+    results: List[Any] = [None] * len(kwargs_list)
+
+    def run(i: int) -> None:
+        try:
+            results[i] = C.run_child(Path(__file__), fn, dict(kwargs_list[i], ready=str(sync / f"ready{i}"), go=str(go)),
+                                     log_path=work / "logs" / f"{C.slug(key)}-{i}.log")
+        except Exception as e:  # the others must not wait for a child that died
+            results[i] = e
+            go.write_text("go")
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(kwargs_list))]
+    for t in threads:
+        t.start()
+    while not go.exists() and not all((sync / f"ready{i}").exists() for i in range(len(kwargs_list))):
+        time.sleep(0.005)
+    go.write_text("go")
+    for t in threads:
+        t.join()
+    for r in results:
+        if isinstance(r, Exception):
+            raise r
+    return results
+
+
+def run_ceiling(args, paths, work, rows, details, errors):
+    """What two cores give at most: the same work in one process alone and in two processes at
+    once (each the whole of it), so the pair's throughput over the lone process's is the speed-up
+    any two-process scheme can reach here before its own costs. "pipe": nlp.pipe with annotate's
+    pipeline over annotate's text; "train": the tagger's update epoch, the part of an epoch
+    train-distributed shares between its workers."""
+    pipeline = work / "runs" / "accuracy-parser-1" / "model-last"
+    jobs = []
+    if pipeline.exists():
+        jobs.append(("pipe", "annotate's pipeline (tagger + parser), nlp.pipe over EWT train text",
+                     dict(kind="pipe", target=str(pipeline), data_path=str(paths["texts"]),
+                          warm_path=str(paths["warm"]))))
+    else:
+        errors["ceiling:pipe"] = f"no pipeline at {pipeline}: run --parts accuracy (parser) first"
+    jobs.append(("train", "the tagger's update epoch (configs/tagger.cfg) over EWT train",
+                 dict(kind="train", target=str(C.REPO_ROOT / "configs" / CONFIGS["tagger"]),
+                      data_path=str(paths["train"]), dev=str(paths["dev"]))))
+    for name, what, kwargs in jobs:
+        runs: Dict[str, List[List[Dict[str, Any]]]] = {"one process": [], "two processes at once": []}
+        for r in range(args.rounds):
+            for setting, n in (("one process", 1), ("two processes at once", 2)):
+                key = f"ceiling:{name}:{setting}:r{r}"
+                print(f"== {key}", flush=True)
+                res = _attempt(key, lambda: _concurrent_children("child_ceiling", [kwargs] * n, work, key),
+                               details, errors, runs[setting])
+                if res is None:
+                    continue
+                print("   " + ", ".join(f"{p['words'] / p['seconds']:.0f} words/s (cpu {p['cpu']:.2f} s)" for p in res),
+                      flush=True)
+        if not all(runs.values()):
+            continue
+        solo = statistics.median(r[0]["words"] / r[0]["seconds"] for r in runs["one process"])
+        pair = statistics.median(sum(p["words"] for p in r) / max(p["seconds"] for p in r)
+                                 for r in runs["two processes at once"])
+        cpu_solo = statistics.median(r[0]["cpu"] for r in runs["one process"])
+        cpu_pair = statistics.median(statistics.mean(p["cpu"] for p in r) for r in runs["two processes at once"])
+        summary = {"what": what, "words_per_second_one": solo, "words_per_second_two": pair,
+                   "ceiling_speedup": pair / solo, "cpu_one": cpu_solo, "cpu_each_of_two": cpu_pair,
+                   "cpu_ratio": cpu_pair / cpu_solo, "rounds": args.rounds}
+        details[f"ceiling:{name}:summary"] = summary
+        print(f"   ceiling {name}: {pair / solo:.2f}x (each of two processes spends {cpu_pair / cpu_solo:.2f}x "
+              f"the CPU time of one alone)", flush=True)
+        for metric, value in (("ceiling_speedup", pair / solo), ("cpu_ratio_two_vs_one", cpu_pair / cpu_solo)):
+            rows.append({"system": "two processes at once", "setting": what, "dataset": f"{DATASET} (ceiling)", "split": "train",
+                         "metric": metric, "value": value})
 
 
 def plot(results: Dict[str, Any]) -> None:
@@ -781,8 +931,8 @@ def main() -> None:
                         help="timing: dev evaluation every N epochs (and after the last), for serial and "
                              "train-distributed alike; several values run several timing sets, e.g. 1,4")
     parser.add_argument("--compare-nice", action="store_true",
-                        help="timing: also run the most workers with their training threads at nice 3 "
-                             "(worker_nice; with an evaluation every epoch)")
+                        help="timing: also run the most workers with their training threads at nice 0 "
+                             "and at nice 3 (worker_nice; with an evaluation every epoch)")
     parser.add_argument("--rounds", type=int, default=2,
                         help="timing and annotate: interleaved rounds of every setting (medians reported)")
     parser.add_argument("--no-warm", dest="warm", action="store_false",
@@ -816,7 +966,7 @@ def main() -> None:
     parts = args.parts.split(",")
     load_before = C.load_average()
     for part, fn in (("accuracy", run_accuracy), ("testdocs", run_test_docs), ("timing", run_timing),
-                     ("annotate", run_annotate)):
+                     ("annotate", run_annotate), ("ceiling", run_ceiling)):
         if part in parts:
             fn(args, paths, args.work, rows, details, errors)
             save(args, rows, details, errors, load_before)   # a later part's failure loses nothing
@@ -826,8 +976,8 @@ def main() -> None:
 def save(args, rows, details, errors, load_before) -> None:
     done = {(r["system"], r["setting"], r["dataset"]) for r in rows}
     # A timing or annotate part replaces all of that part's rows and details (its settings changed).
-    redone = {part for part in ("timing", "annotate") if any(k.startswith(part + ":") for k in details)}
-    suffix = {"timing": "(timing)", "annotate": "(annotate)"}
+    redone = {part for part in ("timing", "annotate", "ceiling") if any(k.startswith(part + ":") for k in details)}
+    suffix = {"timing": "(timing)", "annotate": "(annotate)", "ceiling": "(ceiling)"}
 
     def replace(r):
         return (r["system"], r["setting"], r["dataset"]) in done or \
