@@ -388,7 +388,8 @@ def rerank_stage(paths: Dict[str, str], work: Path, n_folds: int, k_max: int, wi
                          "load_avg_before": C.load_average(), "width": width, "folds": n_folds,
                          "feature_groups": list(feats.groups),
                          "feature_seconds_test": t_feats.seconds}
-    setting_base = "1-best (pipeline, beam 8)"
+    # The row of this run's base model: a run for lists of another width has it under its own name.
+    setting_base = "1-best (pipeline, beam 8)" + _lists_tag(width)
 
     add = _row_adder(rows)
 
