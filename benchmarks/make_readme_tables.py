@@ -56,6 +56,11 @@ METRICS: Dict[str, Tuple[str, Any]] = {
     "speedup_vs_pipe_n2": ("vs n_process=2", lambda v: f"{v:.2f}x"),
     "worker_peak_rss_mb": ("worker peak RSS (MB)", lambda v: f"{v:,.0f}"),
     "worker_rss_vs_serial": ("worker RSS / serial", lambda v: f"{v:.2f}"),
+    # bench_kernel.py (held-out accuracy of the averaged and the voted prediction)
+    "accuracy": ("accuracy", lambda v: f"{100 * v:.2f}"),
+    "voted_accuracy": ("voted accuracy", lambda v: f"{100 * v:.2f}"),
+    "us_per_query_averaged": ("us / item, averaged", lambda v: f"{v:,.1f}" if v < 100 else f"{v:,.0f}"),
+    "us_per_query_voted": ("us / item, voted", lambda v: f"{v:,.0f}"),
 }
 
 
