@@ -975,16 +975,22 @@ def main() -> None:
 
 def save(args, rows, details, errors, load_before) -> None:
     done = {(r["system"], r["setting"], r["dataset"]) for r in rows}
-    # A timing or annotate part replaces all of that part's rows and details (its settings changed).
+    # A timing, annotate or ceiling part replaces all of that part's rows and details (its
+    # settings changed); timing only those of the components it ran.
     redone = {part for part in ("timing", "annotate", "ceiling") if any(k.startswith(part + ":") for k in details)}
     suffix = {"timing": "(timing)", "annotate": "(annotate)", "ceiling": "(ceiling)"}
+    timed = {f"structperc_{c}" for c in args.components}
 
     def replace(r):
         return (r["system"], r["setting"], r["dataset"]) in done or \
-            any(r["dataset"].endswith(suffix[p]) for p in redone)
+            any(r["dataset"].endswith(suffix[p]) and (p != "timing" or r["system"] in timed) for p in redone)
+
+    def drop_detail(key: str) -> bool:
+        part, _, rest = key.partition(":")
+        return part in redone and (part != "timing" or f"structperc_{rest.split(':', 1)[0]}" in timed)
 
     C.save_results(RESULTS, COMPONENT, rows, details, replace=replace,
-                   drop_detail=lambda k: k.split(":", 1)[0] in redone, errors=errors, command=" ".join(sys.argv), quick=args.quick,
+                   drop_detail=drop_detail, errors=errors, command=" ".join(sys.argv), quick=args.quick,
                    load_average_at_start=load_before, load_average_at_end=C.load_average(),
                    notes=("Accuracy: shards trained in turn in one process (the same mix as on S workers). "
                           "Timing: serial = one process without Dask; N workers = LocalCluster, one "
