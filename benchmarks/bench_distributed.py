@@ -159,6 +159,31 @@ def child_accuracy(config: str, train: str, dev: str, test: str, output: str, sh
     return {"curve": curve, "log_epochs": len(log["epochs"])}
 
 
+def _training(config: str, train: str, dev: Optional[str]):
+    """The config's pipeline initialized as `spacy train` does it: (nlp, resolved [training],
+    training examples, dev corpus, the batcher's payload for `_update_epoch`)."""
+    from spacy import util
+    from spacy.schemas import ConfigSchemaTraining
+    from spacy.training.initialize import init_nlp
+    from spacy.util import registry, resolve_dot_names
+
+    cfg = util.load_config(config, overrides={"paths.train": train, "paths.dev": dev}, interpolate=False)
+    nlp = init_nlp(cfg, use_gpu=-1)
+    T = registry.resolve(nlp.config.interpolate()["training"], schema=ConfigSchemaTraining)
+    train_corpus, dev_corpus = resolve_dot_names(nlp.config.interpolate(), [T["train_corpus"], T["dev_corpus"]])
+    size = nlp.config["training"].get("batcher", {}).get("size", 1000)
+    return nlp, T, list(train_corpus(nlp)), dev_corpus, {"batch_words": size if isinstance(size, int) else 1000}
+
+
+def _update_epoch(nlp, T, payload: Dict[str, Any], examples: List) -> None:
+    """One pass of `nlp.update` over `examples` in train-distributed's batches."""
+    from spacy_structperc.distributed.train import _batches
+
+    for batch in _batches(payload, examples):
+        nlp.update(batch, sgd=False, losses={}, exclude=T["frozen_components"],
+                   annotates=T["annotating_components"])
+
+
 def child_serial(config: str, train: str, dev: str, output: str, epochs: int, eval_every: int = 1) -> Dict[str, Any]:
     """The serial baseline: the config trained in this one process as `spacy train` does it (its
     corpus readers, `nlp.update` on batches of the configured size, a dev evaluation every
@@ -169,23 +194,11 @@ def child_serial(config: str, train: str, dev: str, output: str, epochs: int, ev
     the process's."""
     import random
 
-    from spacy import util
-    from spacy.schemas import ConfigSchemaTraining
-    from spacy.training.initialize import init_nlp
     from spacy.training.loop import create_evaluation_callback
-    from spacy.util import registry, resolve_dot_names
-
-    from spacy_structperc.distributed.train import _batches
 
     load_start = C.load_average()
-    cfg = util.load_config(config, overrides={"paths.train": train, "paths.dev": dev}, interpolate=False)
-    nlp = init_nlp(cfg, use_gpu=-1)
-    T = registry.resolve(nlp.config.interpolate()["training"], schema=ConfigSchemaTraining)
-    train_corpus, dev_corpus = resolve_dot_names(nlp.config.interpolate(), [T["train_corpus"], T["dev_corpus"]])
-    examples = list(train_corpus(nlp))
+    nlp, T, examples, dev_corpus, payload = _training(config, train, dev)
     evaluate = create_evaluation_callback(nlp, dev_corpus, T["score_weights"])
-    size = nlp.config["training"].get("batcher", {}).get("size", 1000)
-    payload = {"batch_words": size if isinstance(size, int) else 1000}
     seconds, update_seconds, scores = [], [], []
     best = None
     Path(output).mkdir(parents=True, exist_ok=True)
@@ -197,9 +210,7 @@ def child_serial(config: str, train: str, dev: str, output: str, epochs: int, ev
             if hasattr(pipe, "start_epoch"):
                 pipe.start_epoch(epoch - 1)
         random.Random(f"0:{epoch}:0").shuffle(examples)
-        for batch in _batches(payload, examples):
-            nlp.update(batch, sgd=False, losses={}, exclude=T["frozen_components"],
-                       annotates=T["annotating_components"])
+        _update_epoch(nlp, T, payload, examples)
         update_seconds.append(time.perf_counter() - start)
         marks.append(("update", _now()))
         if epoch % eval_every == 0 or epoch == epochs:
@@ -760,26 +771,11 @@ def child_ceiling(kind: str, target: str, data_path: str, ready: str, go: str,
         def work() -> int:
             return sum(len(d) for d in nlp.pipe(texts, batch_size=256))
     else:
-        from spacy import util
-        from spacy.schemas import ConfigSchemaTraining
-        from spacy.training.initialize import init_nlp
-        from spacy.util import registry, resolve_dot_names
-
-        from spacy_structperc.distributed.train import _batches
-
-        cfg = util.load_config(target, overrides={"paths.train": data_path, "paths.dev": dev}, interpolate=False)
-        nlp = init_nlp(cfg, use_gpu=-1)
-        T = registry.resolve(nlp.config.interpolate()["training"], schema=ConfigSchemaTraining)
-        (train_corpus,) = resolve_dot_names(nlp.config.interpolate(), [T["train_corpus"]])
-        examples = list(train_corpus(nlp))
-        size = nlp.config["training"].get("batcher", {}).get("size", 1000)
-        payload = {"batch_words": size if isinstance(size, int) else 1000}
+        nlp, T, examples, _, payload = _training(target, data_path, dev)
 
         def epoch(seed: int) -> int:
             random.Random(seed).shuffle(examples)
-            for batch in _batches(payload, examples):
-                nlp.update(batch, sgd=False, losses={}, exclude=T["frozen_components"],
-                           annotates=T["annotating_components"])
+            _update_epoch(nlp, T, payload, examples)
             return sum(len(eg.reference) for eg in examples)
 
         epoch(1)            # the tables grown: the timed epoch is a steady one, as an epoch > 1
