@@ -145,6 +145,9 @@ class Errors(metaclass=ErrorsWithCodes):
             "Restore the whole saved pipeline (to_disk writes it next to 'cfg' and 'model'), or "
             "remove the reranker block; the component was left as it was.")
 
+    S250 = ("A TreeScorer needs a structperc_parser component, and the pipeline has none "
+            "(its components: {names}). Give a pipeline with one, or name it with parser=.")
+
     # S280-S299: the dual-form kernel perceptron (_core/kernel).
     S280 = ("Could not load the kernel perceptron: {reason}. The bytes are damaged or were not "
             "written by DualPerceptron.to_bytes(); retrain it or restore it from a good copy.")

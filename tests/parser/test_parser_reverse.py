@@ -1,0 +1,158 @@
+"""The right-to-left second opinion (reranking/reverse.py): reversed trees and Docs, a
+pipeline's score of given trees, its k-best in the original order, and unions of lists."""
+import numpy
+import pytest
+from spacy.tokens import Doc
+
+from spacy_structperc.reranking.reverse import (TreeScorer, reverse_heads, reverse_tree, reversed_doc,
+                                                union)
+
+from test_parser import TRAIN_DATA, examples, make_nlp
+
+
+def _random_tree(rng, n):
+    """A random tree over n words (heads -1 for the root), by attaching each word in a random
+    order to an already attached one."""
+    order = rng.permutation(n)
+    heads = numpy.full((n,), -1, dtype=numpy.int64)
+    for j, d in enumerate(order[1:], start=1):
+        heads[d] = order[rng.integers(0, j)]
+    return heads
+
+
+def test_reversing_a_tree_twice_gives_it_back_and_mirrors_every_arc():
+    rng = numpy.random.default_rng(0)
+    for _ in range(200):
+        n = int(rng.integers(1, 12))
+        heads = _random_tree(rng, n)
+        labels = rng.integers(1, 1 << 40, size=n).astype(numpy.uint64)
+        rh, rl = reverse_tree((heads, labels))
+        for d in range(n):
+            if heads[d] < 0:
+                assert rh[n - 1 - d] == -1
+            else:
+                assert rh[n - 1 - d] == n - 1 - heads[d]
+            assert rl[n - 1 - d] == labels[d]
+        h2, l2 = reverse_tree((rh, rl))
+        assert numpy.array_equal(h2, heads) and numpy.array_equal(l2, labels)
+    assert len(reverse_heads(numpy.zeros((0,), dtype=numpy.int64))) == 0
+
+
+def test_reversed_doc_mirrors_words_tags_and_gold_arcs():
+    nlp, _ = make_nlp()
+    words, tags, heads, deps = TRAIN_DATA[2]
+    doc = Doc(nlp.vocab, words=words, tags=tags, heads=heads, deps=deps)
+    rev = reversed_doc(doc, gold=True)
+    n = len(words)
+    assert [t.text for t in rev] == words[::-1]
+    assert [t.tag_ for t in rev] == tags[::-1]
+    assert [t.head.i for t in rev] == [n - 1 - heads[i] for i in reversed(range(n))]
+    assert [t.dep_ for t in rev] == deps[::-1]
+    back = reversed_doc(rev, gold=True)
+    assert [t.head.i for t in back] == heads and [t.dep_ for t in back] == deps
+    assert not reversed_doc(doc).has_annotation("DEP")
+
+
+def _trained(reverse, epochs=30):
+    nlp, parser = make_nlp({"decoder": "beam", "beam_width": 4})
+    data = TRAIN_DATA[:3]     # projective trees
+    if reverse:
+        data = [(w[::-1], t[::-1], [len(w) - 1 - h[i] for i in reversed(range(len(w)))], d[::-1])
+                for w, t, h, d in data]
+    egs = examples(nlp, data)
+    nlp.initialize(lambda: egs)
+    for _ in range(epochs):
+        parser.update(egs)
+    return nlp
+
+
+@pytest.fixture(scope="module")
+def l2r():
+    return _trained(False)
+
+
+@pytest.fixture(scope="module")
+def r2l():
+    return _trained(True)
+
+
+def _gold_tree(nlp, i):
+    words, tags, heads, deps = TRAIN_DATA[i]
+    doc = Doc(nlp.vocab, words=words, tags=tags)
+    h = numpy.array([-1 if heads[j] == j else heads[j] for j in range(len(words))])
+    labels = numpy.array([nlp.vocab.strings.add(d) for d in deps], dtype=numpy.uint64)
+    return doc, (h, labels)
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_a_trees_score_is_the_beam_score_of_its_canonical_path(l2r, r2l, reverse):
+    """Arc-standard can reach one tree by several paths (a head's left and right dependents in
+    either order); the tree's score is that of its canonical path (the gold path training
+    uses), which is the beam's score whenever the beam found the tree by that path."""
+    from spacy_structperc._core import beam
+
+    nlp = r2l if reverse else l2r
+    scorer = TreeScorer(nlp, reverse=reverse)
+    system = scorer.parser.system
+    n_canonical = n_all = 0
+    for i in range(3):
+        doc, _ = _gold_tree(l2r, i)
+        cands = scorer.kbest(doc, 6, width=8)
+        got = scorer.score(doc, [(h, l) for _, h, l in cands])
+        assert numpy.isfinite(got).all()
+        view = reversed_doc(doc) if reverse else doc
+        system.set_sentence(scorer.parser.model.atoms(view), allow_break=False)
+        paths = [p for _, p in beam.kbest(system, 8, 6, key=lambda p: b"".join(x.tobytes() for x in system.run(p)))]
+        assert len(paths) == len(cands) >= 3
+        for (score, _, _), path, mine in zip(cands, paths, got):
+            heads, labels = system.run(path)
+            system.set_sentence(scorer.parser.model.atoms(view), heads.astype(numpy.int32),
+                                labels.astype(numpy.int32), False)
+            canonical = system.oracle_path()
+            assert mine == pytest.approx(system.score_path(canonical), rel=1e-6, abs=1e-6)
+            if numpy.array_equal(canonical, path):
+                assert mine == pytest.approx(score, rel=1e-5, abs=1e-4)
+                n_canonical += 1
+            n_all += 1
+    assert n_canonical >= n_all // 2
+
+
+def test_the_reversed_models_best_tree_comes_back_in_the_original_order(l2r, r2l):
+    scorer = TreeScorer(r2l, reverse=True)
+    for i in range(3):
+        doc, gold = _gold_tree(l2r, i)
+        cands = scorer.kbest(doc, 4)
+        score, heads, labels = cands[0]
+        assert numpy.array_equal(heads, gold[0]) and numpy.array_equal(labels, gold[1])
+        scores = scorer.score(doc, [(h, l) for _, h, l in cands])
+        assert scores[0] == pytest.approx(score, rel=1e-5, abs=1e-4)
+        assert scores[0] > scores[1:].max()
+
+
+def test_unknown_labels_and_nonprojective_trees_score_minus_infinity(l2r):
+    scorer = TreeScorer(l2r)
+    doc, (heads, labels) = _gold_tree(l2r, 2)
+    unknown = labels.copy()
+    unknown[0] = l2r.vocab.strings.add("no-such-label")
+    crossing = (numpy.array([1, -1, 4, 1, 2]), labels)   # 0->1 ... 3->1 crosses 2->4
+    got = scorer.score(doc, [(heads, labels), (heads, unknown), crossing])
+    assert numpy.isfinite(got[0]) and got[1] == -numpy.inf and got[2] == -numpy.inf
+
+
+def test_union_keeps_first_occurrences_in_order_with_their_source():
+    a = (numpy.array([-1, 0]), numpy.array([1, 2], dtype=numpy.uint64))
+    b = (numpy.array([1, -1]), numpy.array([3, 1], dtype=numpy.uint64))
+    c = (numpy.array([-1, 0]), numpy.array([1, 5], dtype=numpy.uint64))
+    trees, source = union([a, b], [b, c, a])
+    assert [t[0].tolist() for t in trees] == [[-1, 0], [1, -1], [-1, 0]]
+    assert [t[1].tolist() for t in trees] == [[1, 2], [3, 1], [1, 5]]
+    assert source.tolist() == [0, 0, 1]
+    empty, source = union()
+    assert empty == [] and len(source) == 0
+
+
+def test_a_pipeline_without_a_structperc_parser_is_a_coded_error():
+    import spacy
+
+    with pytest.raises(ValueError, match=r"\[S250\]"):
+        TreeScorer(spacy.blank("en"))
