@@ -87,17 +87,26 @@ def train_base(paths: Dict[str, str], work: Path, n_folds: int, overrides: List[
     runs = {}
     jobs = [(f"fold{f}of{n_folds}", fp) for f, fp in enumerate(folds)] + [("full", paths["train"])]
     for name, train in jobs:
-        out = work / "base" / name
-        if (out / "model" / "model-best").exists() or (out / "model" / "model-last").exists():
-            print(f"  base {name}: cached", flush=True)
-            continue
-        print(f"  base {name}: training on {train}", flush=True)
-        runs[name] = C.spacy_train(config, out / "model", train, paths["dev"],
-                                   overrides=overrides, log_path=out / "train.log")
-        C.write_json(out / "run.json", runs[name]) if hasattr(C, "write_json") else \
-            (out / "run.json").write_text(__import__("json").dumps(runs[name], indent=1))
-        print(f"  base {name}: {runs[name]['seconds']:.0f}s", flush=True)
+        run = _train_pipeline(config, work, name, train, paths["dev"], overrides)
+        if run is not None:
+            runs[name] = run
     return runs
+
+
+def _train_pipeline(config: Path, work: Path, name: str, train: str, dev: str,
+                    overrides: List[str]) -> Any:
+    """spacy train of one base pipeline into work/base/<name> (None when already trained)."""
+    import json
+
+    out = work / "base" / name
+    if (out / "model" / "model-best").exists() or (out / "model" / "model-last").exists():
+        print(f"  base {name}: cached", flush=True)
+        return None
+    print(f"  base {name}: training on {train}", flush=True)
+    run = C.spacy_train(config, out / "model", train, dev, overrides=overrides, log_path=out / "train.log")
+    (out / "run.json").write_text(json.dumps(run, indent=1))
+    print(f"  base {name}: {run['seconds']:.0f}s", flush=True)
+    return run
 
 
 def _model_dir(work: Path, name: str) -> Path:
@@ -288,25 +297,31 @@ def _global_rows(raw: Dict[str, Any], lists, chosen) -> Any:
 def _score_choice(nlp, gold_docs, raw, rows) -> Dict[str, float]:
     """UAS / LAS of the raw candidates at `rows` (one per sentence) set on the tagged docs."""
     import numpy
-    from spacy.pipeline.dep_parser import parser_score
-    from spacy.training import Example
 
     sizes, heads, classes = raw["sizes"], raw["heads"], raw["classes"]
     n_tok = numpy.array([len(d) for d in gold_docs])
     # Candidate j of sentence i starts at token offset sum over earlier candidates' lengths.
     cand_len = numpy.repeat(n_tok, sizes)
     start = numpy.concatenate([[0], numpy.cumsum(cand_len)])
+    return _score_trees(nlp, gold_docs, [(heads[start[j]:start[j + 1]], classes[start[j]:start[j + 1]])
+                                         for j in rows])
+
+
+def _score_trees(nlp, gold_docs, trees) -> Dict[str, float]:
+    """UAS / LAS of one tree per sentence, (heads with -1 for a root, the parser's classes), set
+    on the docs as the pipeline tags them, by the parser (which restores lifted arcs)."""
+    import numpy
+    from spacy.pipeline.dep_parser import parser_score
+    from spacy.training import Example
+
     parser = nlp.get_pipe("parser")
     docs = C.unannotated_copies(gold_docs, nlp.vocab)
     with nlp.select_pipes(enable=["tagger"]):
         docs = list(nlp.pipe(docs, batch_size=1000))
     preds = []
-    for doc, j in zip(docs, rows):
-        h = heads[start[j]:start[j + 1]].copy()
-        c = classes[start[j]:start[j + 1]]
-        n = len(doc)
-        h = numpy.where(h >= 0, h, numpy.arange(n))
-        preds.append((h.astype(numpy.int64), c.astype(numpy.int64)))
+    for doc, (h, c) in zip(docs, trees):
+        h = numpy.where(h >= 0, h, numpy.arange(len(doc)))
+        preds.append((h.astype(numpy.int64), numpy.asarray(c).astype(numpy.int64)))
     parser.set_annotations(docs, preds)
     sc = parser_score([Example(p, g) for p, g in zip(docs, gold_docs)])
     return {"dep_uas": sc["dep_uas"], "dep_las": sc["dep_las"]}
@@ -908,6 +923,163 @@ def graph_stage(paths: Dict[str, str], work: Path, n_folds: int, k_max: int, wid
 
 
 # ---------------------------------------------------------------------------------------------
+# The other direction: the base pipeline trained on reversed sentences (reranking/reverse.py)
+
+REVERSE_NAME = "reverse"
+REVERSE_LAMBDAS = (0.0, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.75, 1.0)
+
+
+def reverse_data(paths: Dict[str, str], work: Path) -> Dict[str, str]:
+    """Reversed copies of train and dev: every sentence's words last to first, arcs mirrored."""
+    from spacy.tokens import DocBin
+    from spacy.vocab import Vocab
+
+    from spacy_structperc.reranking.reverse import reversed_doc
+
+    out = {}
+    for split in ("train", "dev"):
+        path = work / REVERSE_NAME / f"{split}.spacy"
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            docs = C.load_docs(Path(paths[split]), Vocab())
+            DocBin(docs=[reversed_doc(d, gold=True) for d in docs], store_user_data=False).to_disk(path)
+        out[split] = str(path)
+    return out
+
+
+def _union_candidates(full, rev, gold_docs, raw, k_max: int, width: int) -> List[Dict[str, Any]]:
+    """Per sentence: the union of the forward list's k_max candidates (cached raw lists) and the
+    reversed pipeline's k_max best (beam of `width`), forward ones first, with each tree's
+    forward score (the beam's for the forward list's trees, the canonical path's for the rest),
+    its reversed-model score (canonical path), its loss (as the cached lists': wrong heads + wrong
+    labelled arcs, punctuation left out), the forward parser's classes and each list's rank of it."""
+    import numpy
+
+    from spacy_structperc.parser.nonproj import undecorated
+    from spacy_structperc.reranking.reverse import TreeScorer, union
+
+    fwd, bwd = TreeScorer(full), TreeScorer(rev, reverse=True)
+    strings = full.vocab.strings
+    plain = {int(v): strings.add(undecorated(strings[int(v)])) for v in fwd.label_values}
+    docs = C.unannotated_copies(gold_docs, full.vocab)
+    with full.select_pipes(enable=["tagger"]):
+        docs = list(full.pipe(docs, batch_size=1000))   # the tags the forward lists were parsed with
+    sizes, n_tok = raw["sizes"], raw["n_tok"]
+    cstart = numpy.concatenate([[0], numpy.cumsum(numpy.repeat(n_tok, sizes))])
+    first = numpy.concatenate([[0], numpy.cumsum(sizes)])
+    out = []
+    for i, (doc, gold) in enumerate(zip(docs, gold_docs)):
+        gh = numpy.array([t.head.i if t.head.i != t.i else -1 for t in gold])
+        gl = numpy.array([t.dep for t in gold], dtype=numpy.uint64)
+        punct = numpy.array([t.pos_ == "PUNCT" for t in gold])
+        rows = range(first[i], first[i] + min(k_max, sizes[i]))
+        forward = [(raw["heads"][cstart[j]:cstart[j + 1]], raw["labels"][cstart[j]:cstart[j + 1]]) for j in rows]
+        backward = [(h, lab) for _, h, lab in bwd.kbest(doc, k_max, width)]
+        trees, source = union(forward, backward)
+        # the forward list's trees are the union's first ones, all distinct
+        base = numpy.concatenate([raw["scores"][list(rows)].astype(float), fwd.score(doc, trees[len(forward):])])
+        keys = {h.tobytes() + lab.tobytes(): r for r, (h, lab) in enumerate(trees)}
+        loss, classes = [], []
+        for h, lab in trees:
+            wrong_head = (h != gh) & ~punct
+            labels = numpy.array([plain.get(int(v), int(v)) for v in lab], dtype=numpy.uint64)
+            loss.append(float(wrong_head.sum() + ((wrong_head | (labels != gl)) & ~punct).sum()))
+            classes.append(numpy.array([fwd.root_class if x < 0 else fwd.class_of.get(int(v), -1)
+                                        for x, v in zip(h, lab)]))
+        out.append({"trees": trees, "classes": classes, "base": base, "reverse": bwd.score(doc, trees),
+                    "loss": numpy.array(loss),
+                    "forward_rank": [keys[h.tobytes() + lab.tobytes()] for h, lab in forward],
+                    "backward_rank": [keys[h.tobytes() + lab.tobytes()] for h, lab in backward]})
+    return out
+
+
+def _reverse_choice(sent: Dict[str, Any], k: int, both: bool, lam: float) -> int:
+    """The candidate base + lam * reversed score picks among the forward list's first k (and with
+    `both`, the reversed list's first k too)."""
+    import numpy
+
+    rows = sent["forward_rank"][:k] + (sent["backward_rank"][:k] if both else [])
+    with numpy.errstate(invalid="ignore"):   # 0 * -inf: a tree one model cannot score
+        scores = sent["base"][rows] + lam * sent["reverse"][rows]
+    return rows[int(numpy.argmax(numpy.where(numpy.isnan(scores), -numpy.inf, scores)))]
+
+
+def reverse_stage(paths: Dict[str, str], work: Path, k_max: int, width: int, ks: Sequence[int],
+                  overrides: List[str], results: Path) -> None:
+    """The forward lists' candidates (and the reversed pipeline's own k-best) rescored by
+    base + lambda * the reversed pipeline's score, lambda chosen on dev (REVERSE_LAMBDAS). The
+    reversed pipeline never saw dev or test; the training lists would need reversed fold
+    models too, so this is a diagnostic of the combination, not a learner. reverse_seconds: the
+    reversed pipeline's k-best and both models' scores of the union on test (a Python loop over
+    the trees, not the Cython path a component would take)."""
+    import json
+
+    import numpy
+    import spacy
+    from spacy.tokens import Doc
+    from spacy.training import Example
+
+    import spacy_structperc  # noqa: F401
+    from spacy_structperc.reranking.reverse import reversed_doc
+
+    rpaths = reverse_data(paths, work)
+    _train_pipeline(C.REPO_ROOT / "configs" / BASE_CONFIG, work, REVERSE_NAME, rpaths["train"], rpaths["dev"],
+                    overrides)
+    full = spacy.load(_model_dir(work, "full"))
+    rev = spacy.load(_model_dir(work, REVERSE_NAME))
+    load_before = C.load_average()
+    gold = {s: C.load_docs(Path(paths[s]), full.vocab) for s in ("dev", "test")}
+    rows: List[Dict[str, Any]] = []
+    add = _row_adder(rows)
+    own = {}
+    for split in ("dev", "test"):
+        egs = [Example(Doc(rev.vocab, words=[t.text for t in reversed(g)]), reversed_doc(g, rev.vocab, gold=True))
+               for g in gold[split]]
+        own[split] = rev.evaluate(egs)
+    add("right-to-left pipeline (parser_beam.cfg on reversed sentences), its own 1-best",
+        {"dep_uas": own["test"]["dep_uas"], "dep_las": own["test"]["dep_las"],
+         "dev_uas": own["dev"]["dep_uas"], "dev_las": own["dev"]["dep_las"]})
+    data, seconds = {}, {}
+    for split in ("dev", "test"):
+        with C.Timer() as t:
+            data[split] = _union_candidates(full, rev, gold[split], _raw(work, split, k_max, width), max(ks), width)
+        seconds[split] = t.seconds
+        print(f"  reverse {split}: {t.seconds:.0f}s", flush=True)
+    curves = {}
+    for k in ks:
+        for both in (False, True):
+            union_tag = ", both directions' k-best" if both else ""
+            setting = f"diagnostic: base + right-to-left score{union_tag} k={k}{_lists_tag(width)}"
+            curve = {split: {str(lam): float(sum(s["loss"][_reverse_choice(s, k, both, lam)] for s in data[split]))
+                             for lam in REVERSE_LAMBDAS} for split in ("dev", "test")}
+            lam = min(REVERSE_LAMBDAS, key=lambda x: (curve["dev"][str(x)], x))
+            got = {split: _score_trees(full, gold[split], [
+                (s["trees"][r][0], s["classes"][r]) for s in data[split] for r in [_reverse_choice(s, k, both, lam)]])
+                for split in ("dev", "test")}
+            metrics = {"dep_uas": got["test"]["dep_uas"], "dep_las": got["test"]["dep_las"],
+                       "dev_uas": got["dev"]["dep_uas"], "dev_las": got["dev"]["dep_las"], "lambda": lam,
+                       "reverse_seconds": seconds["test"]}
+            if both:
+                metrics["list_size"] = float(numpy.mean([len(set(s["forward_rank"][:k] + s["backward_rank"][:k]))
+                                                         for s in data["test"]]))
+                best = [min(set(s["forward_rank"][:k] + s["backward_rank"][:k]), key=lambda r: (s["loss"][r], r))
+                        for s in data["test"]]
+                metrics["oracle_uas"] = _score_trees(full, gold["test"], [
+                    (s["trees"][r][0], s["classes"][r]) for s, r in zip(data["test"], best)])["dep_uas"]
+            add(setting, metrics)
+            curves[setting] = curve
+    run = work / "base" / REVERSE_NAME / "run.json"
+    settings = {r["setting"] for r in rows}
+    C.save_results(results, "reranking", rows,
+                   details={f"ud_en_ewt right-to-left{_lists_tag(width)}": {
+                       "loss_by_lambda": curves, "seconds": seconds, "load_avg_before": load_before,
+                       "load_avg_after": C.load_average(),
+                       "train": json.loads(run.read_text()) if run.exists() else None}},
+                   replace=lambda r: r["setting"] in settings, errors={},
+                   command=" ".join(["python"] + sys.argv), notes=NOTES)
+
+
+# ---------------------------------------------------------------------------------------------
 # The chunker (CoNLL-2000): jackknifed k-best BIO sequences, chunk-level global features
 
 CHUNK_DATASET = "conll2000"
@@ -1144,7 +1316,8 @@ def main(argv=None) -> int:
     p.add_argument("--only", default="base,kbest,rerank",
                    help="parts, comma-separated: base, kbest, rerank, lists (the jackknife check), "
                         "ensemble (the fold-model diagnostic, at each --rerank-k), graph (the "
-                        "arc-factored model's scores as features, at each --rerank-k), pipeline, chunker")
+                        "arc-factored model's scores as features, at each --rerank-k), reverse (a "
+                        "right-to-left pipeline's scores and k-best, at each --rerank-k), pipeline, chunker")
     p.add_argument("--k", type=int, default=16, help="k-best lists cached (k <= this are prefixes)")
     p.add_argument("--width", type=int, default=16, help="beam width of the k-best decoding")
     p.add_argument("--learners", default=LEARNERS_DEFAULT,
@@ -1199,6 +1372,9 @@ def main(argv=None) -> int:
                     results, groups, args.graph_epochs, [g for g in args.graph_groups.split(",") if g],
                     [x for x in args.learners.split(",") if x] if args.learners != LEARNERS_DEFAULT else
                     ["perceptron", "perceptron dev"], not args.no_baselines, args.graph_order)
+    if "reverse" in only:
+        reverse_stage(paths, work, args.k, args.width, [int(x) for x in args.rerank_k.split(",")], overrides,
+                      results)
     if "chunker" in only:
         chunker_stage(C.default_data_dir(CHUNK_DATASET) if args.data is None else args.data.parent / CHUNK_DATASET,
                       work, args.folds, args.k, args.width, args.chunker_epochs,
