@@ -40,7 +40,7 @@ from ..errors import Errors
 from ..atoms import AtomBatch
 from ..reranking.features import GROUPS, GROUPS_V1
 from ..reranking.learners import KERNELS, LEARNERS
-from ..reranking.pipes import ParserReranker, loads_model
+from ..reranking.pipes import ParserReranker
 from .model import ParserModel
 from ..pipeline.base import PerceptronPipe, load_cfg
 from .nonproj import deprojectivize, is_decorated, projective_gold, undecorated
@@ -51,8 +51,12 @@ PARSE_WINDOW = 1000   # tokens bound at once in a Doc without sentence boundarie
 BACKOFF_LABEL = "dep"
 # features: the eight groups of rerank_features.v1 did best on held-out jackknifed EWT lists
 # (benchmarks/bench_reranking.py); edges, lexical and consensus are there to be chosen.
+# reverse: the weight of a right-to-left model's score (0: none; with learner "none" only, as the
+# learners' jackknifed lists have no reversed scores yet), union: the reversed model's own k best
+# join the list. On UD EWT (benchmarks/results/reranking.json, "bidirectional" rows) dev chose the
+# weight 0.2 in a trained pipeline (configs/parser_bidirectional.cfg), 0.3 on cached lists.
 RERANKER_DEFAULTS = {"learner": "perceptron", "k": 8, "kernel": "poly", "folds": 4,
-                     "features": list(GROUPS_V1), "settings": {}}
+                     "features": list(GROUPS_V1), "settings": {}, "reverse": 0.0, "union": False}
 
 
 def _reranker_block(name: str, decoder: str, block: Optional[dict]) -> Optional[dict]:
@@ -69,8 +73,21 @@ def _reranker_block(name: str, decoder: str, block: Optional[dict]) -> Optional[
     out = {**RERANKER_DEFAULTS, **block}
     out["features"] = list(out["features"])
     out["settings"] = dict(out["settings"] or {})
-    if out["learner"] not in LEARNERS:
-        raise ValueError(Errors.S240.format(learner=out["learner"], options=list(LEARNERS)))
+    if out["learner"] not in LEARNERS and out["learner"] != "none":
+        raise ValueError(Errors.S240.format(learner=out["learner"], options=list(LEARNERS) + ["none"]))
+    reverse = out["reverse"]
+    if isinstance(reverse, bool) or not isinstance(reverse, (int, float)) or not 0 <= reverse < float("inf"):
+        raise ValueError(Errors.S244.format(name=name, setting="reverse", value=reverse,
+                                            requirement="a number >= 0"))
+    out["reverse"] = float(reverse)
+    if not isinstance(out["union"], bool):
+        raise ValueError(Errors.S244.format(name=name, setting="union", value=out["union"],
+                                            requirement="true or false"))
+    if (out["learner"] == "none") != (out["reverse"] > 0):
+        raise ValueError(Errors.S244.format(
+            name=name, setting="learner", value=out["learner"],
+            requirement="'none' exactly when reverse > 0 (a reversed model's scores are not yet "
+                        "in the learners' training lists; without one, 'none' has nothing to rerank with)"))
     if out["kernel"] not in KERNELS:
         raise ValueError(Errors.S242.format(kernel=out["kernel"], options=list(KERNELS)))
     for setting, low in (("k", 2), ("folds", 2)):
@@ -409,12 +426,12 @@ class StructuredParser(PerceptronPipe):
             data["reranker"] = self._reranker_bytes()
         return srsly.msgpack_dumps(data)
 
-    # The reranker is read and checked (loads_model: its checksum, its feature version) before the
-    # base parser takes its parts, and taken after them, so a damaged or missing reranker leaves
-    # the whole component as it was.
+    # The reranker is read and checked (ParserReranker.stage: its checksum, its feature version,
+    # the reversed model's own checks) before the base parser takes its parts, and taken after
+    # them, so a damaged or missing reranker leaves the whole component as it was.
 
     def _staged_reranker(self, cfg_bytes: Optional[bytes], data: Optional[bytes], what: str):
-        """The reranker learner the saved parts hold (None: none fitted), or _KEEP when nothing
+        """The staged reranker the saved parts hold (None: none fitted), or _KEEP when nothing
         of the reranker is to be loaded; S249 when the saved cfg has a reranker block and the
         saved data no reranker."""
         block = load_cfg(cfg_bytes, self.name).get("reranker") if cfg_bytes is not None else self.reranker
@@ -422,7 +439,7 @@ class StructuredParser(PerceptronPipe):
             return None
         if data is None:
             raise ValueError(Errors.S249.format(name=self.name, what=what))
-        return loads_model(data, self.name)
+        return ParserReranker(self, _reranker_block(self.name, "beam", block)).stage(data)
 
     def from_bytes(self, bytes_data: bytes, *, exclude=tuple()):
         staged = _KEEP

@@ -21,6 +21,7 @@ from .._core import beam
 from ..errors import Errors
 from .features import FEATURES_VERSION, TreeFeatures, node_labels
 from .learners import CandidateLists, make_reranker, reranker_from_dict
+from .reverse import path_score, reverse_tree
 
 # A candidate of one span: (base score, heads relative to the span with -1 for a root, classes).
 Candidate = Tuple[float, numpy.ndarray, numpy.ndarray]
@@ -103,6 +104,39 @@ def loads_model(data: bytes, name: str):
         raise ValueError(Errors.S006.format(name=name, reason=f"its reranker: {type(e).__name__}: {e}")) from None
 
 
+# The saved reranker with a reversed model (block "reverse" > 0): STATE_MAGIC, a blake2b-128 of
+# the payload, then the payload: msgpack of {"learner": dumps_model bytes, "reverse": the
+# reversed ParserModel's own bytes (checksummed too)}. Without a reversed model the learner's
+# bytes are saved alone, as before.
+STATE_MAGIC = b"SPRS\x01"
+
+
+def dumps_state(model, reverse_bytes: bytes) -> bytes:
+    """The saved reranker: the learner (dumps_model), and the reversed model's bytes if any."""
+    if not reverse_bytes:
+        return dumps_model(model)
+    payload = srsly.msgpack_dumps({"learner": dumps_model(model), "reverse": reverse_bytes})
+    return STATE_MAGIC + hashlib.blake2b(payload, digest_size=DIGEST_SIZE).digest() + payload
+
+
+def loads_state(data: bytes, name: str) -> Tuple[Any, bytes]:
+    """(learner or None, reversed model bytes or b"") of dumps_state; S248 for damaged bytes."""
+    data = bytes(data or b"")
+    if not data.startswith(STATE_MAGIC):
+        return loads_model(data, name), b""
+    digest, payload = data[len(STATE_MAGIC):len(STATE_MAGIC) + DIGEST_SIZE], data[len(STATE_MAGIC) + DIGEST_SIZE:]
+    if hashlib.blake2b(payload, digest_size=DIGEST_SIZE).digest() != digest:
+        raise ValueError(Errors.S248.format(name=name))
+    try:
+        msg = srsly.msgpack_loads(payload)
+        learner, reverse = msg["learner"], msg["reverse"]
+    except Exception:
+        raise ValueError(Errors.S248.format(name=name)) from None
+    if not isinstance(learner, bytes) or not isinstance(reverse, bytes):
+        raise ValueError(Errors.S248.format(name=name))
+    return loads_model(learner, name), reverse
+
+
 class ParserReranker:
     """The k-best reranker of a structperc_parser (see the module docstring)."""
 
@@ -117,6 +151,18 @@ class ParserReranker:
         self.store: Dict[int, CandidateLists] = {}
         self.store_version = 0
         self.fit_version = 0
+        # The right-to-left model (block "reverse" > 0): the parser's templates and labels over
+        # reversed spans, trained beside the parser, rescoring the k-best at prediction.
+        self.reverse_model: Any = None
+
+    @property
+    def reverse(self) -> float:
+        return float(self.block.get("reverse", 0.0))
+
+    @property
+    def learns(self) -> bool:
+        """Whether a learner is trained on jackknifed lists (learner "none": no)."""
+        return self.block["learner"] != "none"
 
     @property
     def needs_trees(self) -> bool:
@@ -148,7 +194,13 @@ class ParserReranker:
         return self.fold_systems[f]
 
     def collect(self, eg, doc_for_features, atoms, spans, allow_break, heads, deps) -> None:
-        """Jackknifed training lists of one example; updates the fold models outside its fold."""
+        """Jackknifed training lists of one example; updates the fold models outside its fold
+        (and the reversed model, with one)."""
+        if self.reverse > 0:
+            self.train_reverse(atoms, spans, allow_break, [self.parser._gold(eg, a, b, heads, deps)
+                                                           for a, b in spans])
+        if not self.learns:
+            return
         parser = self.parser
         f = self.fold_of(eg.predicted)
         key = zlib.crc32(eg.predicted.text.encode("utf8")) * 1000003 + len(eg.predicted)
@@ -177,6 +229,84 @@ class ParserReranker:
         if kept:
             self.store[key] = self.candidate_lists(doc_for_features, kept, all_cands, golds)
             self.store_version += 1
+
+    # The reversed model ------------------------------------------------------------------------
+
+    def new_reverse_model(self):
+        """A right-to-left model without weights: the parser's model kind, templates, atoms and
+        precision."""
+        m = self.parser.model
+        model = type(m)(m.template_specs, m.n_buckets, m.precision, m.prune_below)
+        model.clusters = m.clusters
+        model.lexicon_tables = m.lexicon_tables
+        model.set_templates(m.template_specs)
+        return model
+
+    def reverse_system(self):
+        """This thread's transition system over the reversed model's weights (every feature
+        kept: the parser's min_feature_freq filter counted forward features)."""
+        from .._core.arcstandard import ArcStandardSystem
+        from .._core.weights import AveragedWeights
+
+        n_classes = self.parser.model.weights.n_classes
+        if self.reverse_model is None or self.reverse_model.weights.n_classes != n_classes:
+            self.reverse_model = self.new_reverse_model()
+            self.reverse_model.weights = AveragedWeights(n_classes, 1 << 16)
+        weights = self.reverse_model.weights
+        extra = self.parser._thread_extra()
+        system = extra.get("reverse_system")
+        if system is None or system.weights is not weights:
+            system = ArcStandardSystem(self.reverse_model.templates, weights, len(self.parser.cfg["labels"]),
+                                       self.parser.cfg["label_candidates"])
+            extra["reverse_system"] = system
+        return system
+
+    def train_reverse(self, atoms, spans, allow_break: bool, golds) -> None:
+        """One beam update of the reversed model per span with a complete gold tree."""
+        system = self.reverse_system()
+        system.weights.set_use_averages(False)
+        for (start, end), (gold_heads, gold_labels) in zip(spans, golds):
+            if not len(gold_heads) or (gold_heads == -2).any():
+                continue   # the beam needs a whole derivation; a partial tree is left out
+            heads, labels = reverse_tree((gold_heads, gold_labels))
+            system.set_sentence(numpy.ascontiguousarray(atoms[start:end][::-1]), heads.astype(numpy.int32),
+                                labels.astype(numpy.int32), allow_break)
+            if system.oracle_path() is not None:
+                beam.train(system, self.parser.cfg["beam_width"], self.parser.cfg["update"])
+        system.weights.next_example()
+
+    def bidirectional(self, atoms, allow_break: bool, cands: Sequence[Candidate], k: int,
+                      width: int) -> Tuple[numpy.ndarray, numpy.ndarray]:
+        """The candidate with the best base + reverse x reversed score (with "union", among the
+        forward and the reversed model's k best): (heads, classes). A tree's score under a model
+        is the one that model's beam gave it when the beam found it, else its canonical path's
+        (reverse.TreeScorer.score), so each model scores only the other's trees."""
+        root = len(self.parser.cfg["labels"])
+        system = self.reverse_system()
+        system.weights.set_use_averages(True)
+        ratoms = numpy.ascontiguousarray(atoms[::-1])
+        trees = [(h, c) for _, h, c in cands]
+        base = [score for score, _, _ in cands]
+        found: Dict[bytes, float] = {}   # the reversed beam's scores of its trees
+        if self.block.get("union"):
+            index = {h.tobytes() + c.tobytes(): i for i, (h, c) in enumerate(trees)}
+            forward = self.parser.system
+            for score, h, c in self.parser._span_kbest(system, ratoms, allow_break, k, width):
+                h, c = reverse_tree((h, c))
+                c = numpy.where(h >= 0, c, root)
+                key = h.tobytes() + c.tobytes()
+                found.setdefault(key, score)
+                if key not in index:
+                    index[key] = len(trees)
+                    trees.append((h, c))
+                    base.append(path_score(forward, atoms, h, c, allow_break))
+
+        def reversed_score(h, c):
+            key = h.tobytes() + c.tobytes()
+            return found[key] if key in found else path_score(system, ratoms, *reverse_tree((h, c)), allow_break)
+
+        scores = numpy.asarray(base) + self.reverse * numpy.array([reversed_score(h, c) for h, c in trees])
+        return trees[int(numpy.argmax(scores))]
 
     # Candidates as lists -----------------------------------------------------------------------
 
@@ -225,7 +355,7 @@ class ParserReranker:
     # Fitting and prediction --------------------------------------------------------------------
 
     def fit_if_stale(self) -> None:
-        if self.fit_version == self.store_version or not self.store:
+        if self.fit_version == self.store_version or not self.store or not self.learns:
             return
         lists = CandidateLists.concat([self.store[k] for k in sorted(self.store)])
         self.model = fit_block(self.block, lists)
@@ -240,6 +370,8 @@ class ParserReranker:
         k = self.block["k"]
         width = max(k, parser.cfg["beam_width"])
         all_cands = [parser._span_kbest(system, atoms[a:b], allow_break, k, width) for a, b in spans]
+        if self.reverse > 0:
+            return [self.bidirectional(atoms[a:b], allow_break, c, k, width) for (a, b), c in zip(spans, all_cands)]
         if self.model is None:
             return [(c[0][1], c[0][2]) for c in all_cands]
         lists = self.candidate_lists(doc, spans, all_cands)
@@ -250,12 +382,26 @@ class ParserReranker:
 
     def to_bytes(self) -> bytes:
         self.fit_if_stale()
-        return dumps_model(self.model)
+        reverse = b""
+        if self.reverse > 0 and self.reverse_model is not None:
+            reverse = self.reverse_model.to_bytes(f"{self.parser.name} (reversed)")
+        return dumps_state(self.model, reverse)
 
     def from_bytes(self, data: bytes) -> None:
-        self.take(loads_model(data, self.parser.name))
+        self.take(self.stage(data))
 
-    def take(self, model) -> None:
-        """Use a loaded learner (loads_model) as the fitted one."""
+    def stage(self, data: bytes):
+        """The loaded state of saved bytes, every check done (S248, S246, and the reversed
+        model's own), nothing changed yet: (learner or None, parsed reversed model or None)."""
+        model, reverse = loads_state(data, self.parser.name)
+        parsed = self.new_reverse_model().parse_bytes(reverse, f"{self.parser.name} (reversed)") if reverse else None
+        return model, parsed
+
+    def take(self, staged) -> None:
+        """Use a staged state (stage; None: nothing fitted) as the fitted one."""
+        model, parsed = staged if staged is not None else (None, None)
         self.model = model
         self.fit_version = self.store_version
+        if parsed is not None:
+            self.reverse_model = self.new_reverse_model()
+            self.reverse_model.apply(parsed)

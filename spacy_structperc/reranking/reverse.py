@@ -71,6 +71,17 @@ def union(*lists: Iterable[Tree]) -> Tuple[List[Tree], numpy.ndarray]:
     return out, numpy.asarray(source, dtype=numpy.int64)
 
 
+def path_score(system, atoms, heads: numpy.ndarray, classes: numpy.ndarray, allow_break: bool = False) -> float:
+    """A tree's score under a transition system: the sum of the action scores along its
+    canonical path over `atoms` (heads -1 for a root, whose class is ignored); -inf without a
+    path (not projective)."""
+    heads = numpy.asarray(heads)
+    labels = numpy.where(heads >= 0, classes, -1).astype(numpy.int32)
+    system.set_sentence(atoms, heads.astype(numpy.int32), labels, allow_break)
+    path = system.oracle_path()
+    return -numpy.inf if path is None else float(system.score_path(path))
+
+
 class TreeScorer:
     """A structperc_parser pipeline as a scorer of given trees and a source of k-best trees,
     in the original word order (`parser`: the component's name, default the pipeline's first
@@ -125,12 +136,8 @@ class TreeScorer:
             heads, labels = self._own(tree)
             classes = numpy.array([-1 if h < 0 else self.class_of.get(int(v), -2)
                                    for h, v in zip(heads, labels)], dtype=numpy.int32)
-            if (classes == -2).any():
-                continue
-            system.set_sentence(atoms, heads.astype(numpy.int32), classes, allow_break)
-            path = system.oracle_path()
-            if path is not None:
-                out[j] = system.score_path(path)
+            if not (classes == -2).any():
+                out[j] = path_score(system, atoms, heads, classes, allow_break)
         return out
 
     def kbest(self, doc: Doc, k: int, width: Optional[int] = None, start: int = 0,

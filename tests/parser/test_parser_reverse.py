@@ -156,3 +156,158 @@ def test_a_pipeline_without_a_structperc_parser_is_a_coded_error():
 
     with pytest.raises(ValueError, match=r"\[S250\]"):
         TreeScorer(spacy.blank("en"))
+
+
+# A reranker block with a right-to-left model (reverse > 0, learner "none") ---------------------
+
+REVERSE_BLOCK = {"learner": "none", "k": 4, "reverse": 0.3, "union": True}
+
+
+def _pipeline(block=REVERSE_BLOCK, epochs=25, data=TRAIN_DATA[:3]):
+    import spacy
+
+    nlp = spacy.blank("en")
+    parser = nlp.add_pipe("structperc_parser", config={
+        "min_label_freq": 1, "min_feature_freq": 1, "decoder": "beam", "beam_width": 4, "reranker": block})
+    egs = examples(nlp, data)
+    nlp.initialize(lambda: egs)
+    for _ in range(epochs):
+        parser.update(egs)
+    return nlp, parser
+
+
+@pytest.fixture(scope="module")
+def bidirectional():
+    return _pipeline()
+
+
+def _parse(nlp, words, tags):
+    doc = nlp(Doc(nlp.vocab, words=words, tags=tags))
+    return [(t.head.i, t.dep_) for t in doc]
+
+
+def test_parser_atoms_are_per_word_so_a_reversed_span_is_its_atoms_reversed(bidirectional):
+    nlp, parser = bidirectional
+    for words, tags, _, _ in TRAIN_DATA:
+        doc = Doc(nlp.vocab, words=words, tags=tags)
+        assert numpy.array_equal(parser.model.atoms(reversed_doc(doc)), parser.model.atoms(doc)[::-1])
+
+
+def test_the_reversed_model_learns_the_training_trees(bidirectional):
+    nlp, parser = bidirectional
+    for words, tags, heads, deps in TRAIN_DATA[:3]:
+        assert _parse(nlp, words, tags) == list(zip(heads, deps))
+    # the reversed model alone (its own k-best through the same system) finds them too
+    system = parser._reranking.reverse_system()
+    for words, tags, heads, deps in TRAIN_DATA[:3]:
+        atoms = parser.model.atoms(Doc(nlp.vocab, words=words, tags=tags))[::-1].copy()
+        (_, h, c), = parser._span_kbest(system, atoms, False, 1, 4)
+        h, _ = reverse_tree((h, c))
+        assert h.tolist() == [-1 if heads[i] == i else heads[i] for i in range(len(words))]
+
+
+def test_the_choice_is_the_best_of_base_plus_weight_times_the_reversed_score(bidirectional):
+    """Recompute the choice from the two models' scores (TreeScorer over the same weights)."""
+    nlp, parser = bidirectional
+    rng = numpy.random.default_rng(4)
+    vocab = ["I", "like", "eggs", "ham", "they", "eat", "with", "green", ".", "blue"]
+    tagset = ["PRP", "VBP", "NNS", "NN", "IN", "JJ", "."]
+    rr = parser._reranking
+    for _ in range(15):
+        n = int(rng.integers(2, 9))
+        words = [vocab[i] for i in rng.integers(0, len(vocab), n)]
+        tags = [tagset[i] for i in rng.integers(0, len(tagset), n)]
+        doc = Doc(nlp.vocab, words=words, tags=tags)
+        atoms = parser.model.atoms(doc)
+        cands = parser._span_kbest(parser.system, atoms, True, 4, 4)
+        rev = [(s, h, c) for s, h, c in parser._span_kbest(rr.reverse_system(), atoms[::-1].copy(), True, 4, 4)]
+        trees = [(h, c) for _, h, c in cands]
+        keys = {h.tobytes() + c.tobytes() for h, c in trees}
+        rev_beam = {}
+        for sc, h, c in rev:
+            h, c = reverse_tree((h, c))
+            c = numpy.where(h >= 0, c, len(parser.cfg["labels"]))
+            rev_beam.setdefault(h.tobytes() + c.tobytes(), sc)
+            if h.tobytes() + c.tobytes() not in keys:
+                keys.add(h.tobytes() + c.tobytes())
+                trees.append((h, c))
+        assert len(trees) > len(cands), "the reversed list should add trees"
+        got = rr.bidirectional(atoms, True, cands, 4, 4)
+        assert any(numpy.array_equal(got[0], h) and numpy.array_equal(got[1], c) for h, c in trees)
+        from spacy_structperc.reranking.reverse import path_score
+
+        def total(tree, base=None):
+            # each model's score: its beam's where its beam found the tree, else the canonical path's
+            h, c = tree
+            fwd = base if base is not None else path_score(parser.system, atoms, h, c, True)
+            key = h.tobytes() + c.tobytes()
+            bwd = rev_beam[key] if key in rev_beam else \
+                path_score(rr.reverse_system(), atoms[::-1].copy(), *reverse_tree((h, c)), True)
+            return fwd + 0.3 * bwd
+
+        best = max(total(t, cands[i][0] if i < len(cands) else None) for i, t in enumerate(trees))
+        mine = [i for i, t in enumerate(trees) if numpy.array_equal(t[0], got[0]) and numpy.array_equal(t[1], got[1])][0]
+        assert total(trees[mine], cands[mine][0] if mine < len(cands) else None) == pytest.approx(best)
+
+
+def test_the_reversed_model_survives_save_load_and_pickle(bidirectional, tmp_path):
+    import pickle
+
+    import spacy
+
+    nlp, parser = bidirectional
+    words = [["They", "like", "blue", "eggs"], ["Eat", "green", "ham", "."], ["I", "eat", "eggs", "with", "ham"]]
+    tags = [["PRP", "VBP", "JJ", "NNS"], ["VB", "JJ", "NN", "."], ["PRP", "VBP", "NNS", "IN", "NN"]]
+    before = [_parse(nlp, w, t) for w, t in zip(words, tags)]
+    nlp.to_disk(tmp_path / "m")
+    assert (tmp_path / "m" / "structperc_parser" / "reranker").read_bytes()[:5] == b"SPRS\x01"
+    loaded = spacy.load(tmp_path / "m")
+    assert [_parse(loaded, w, t) for w, t in zip(words, tags)] == before
+    assert [_parse(pickle.loads(pickle.dumps(nlp)), w, t) for w, t in zip(words, tags)] == before
+    assert loaded.get_pipe("structperc_parser").to_bytes() == loaded.get_pipe("structperc_parser").to_bytes()
+
+
+def test_a_damaged_reversed_model_is_refused_and_the_component_kept(bidirectional):
+    import srsly
+
+    nlp, parser = bidirectional
+    data = srsly.msgpack_loads(parser.to_bytes())
+    reranker = bytearray(data["reranker"])
+    reranker[-100] ^= 0xFF
+    data["reranker"] = bytes(reranker)
+    nlp2, parser2 = _pipeline(epochs=1)
+    before = parser2.to_bytes()
+    with pytest.raises(ValueError, match="S248"):
+        parser2.from_bytes(srsly.msgpack_dumps(data))
+    assert parser2.to_bytes() == before
+
+
+def test_partial_gold_trees_are_left_out_of_the_reversed_training():
+    words, tags, heads, deps = TRAIN_DATA[0]
+    partial = (words, tags, [heads[0], None, heads[2], heads[3]], [deps[0], "", deps[2], deps[3]])
+    nlp, parser = _pipeline(epochs=2, data=[partial, TRAIN_DATA[1]])
+    assert parser._reranking.reverse_model is not None
+    assert len(nlp(Doc(nlp.vocab, words=words, tags=tags))) == 4
+
+
+def test_prediction_from_threads_equals_one_thread(bidirectional):
+    from concurrent.futures import ThreadPoolExecutor
+
+    nlp, _ = bidirectional
+    rng = numpy.random.default_rng(1)
+    vocab = ["I", "like", "eggs", "ham", "they", "eat", "with", "green", "."]
+    inputs = [[vocab[i] for i in rng.integers(0, len(vocab), int(rng.integers(1, 12)))] for _ in range(40)]
+    one = [_parse(nlp, w, ["NN"] * len(w)) for w in inputs]
+    with ThreadPoolExecutor(8) as pool:
+        many = list(pool.map(lambda w: _parse(nlp, w, ["NN"] * len(w)), inputs * 3))
+    assert many == one * 3
+
+
+@pytest.mark.parametrize("block", [
+    {"learner": "none"}, {"learner": "perceptron", "reverse": 0.3}, {"learner": "none", "reverse": -1},
+    {"learner": "none", "reverse": "much"}, {"learner": "none", "reverse": 0.3, "union": "yes"}])
+def test_bad_reverse_blocks_are_coded_errors(block):
+    import spacy
+
+    with pytest.raises(ValueError, match="S244"):
+        spacy.blank("en").add_pipe("structperc_parser", config={"decoder": "beam", "reranker": block})
