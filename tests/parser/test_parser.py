@@ -380,7 +380,7 @@ def test_invalid_settings_raise_coded_errors():
 # The CLI ------------------------------------------------------------------------------------------
 
 @pytest.mark.slow
-@pytest.mark.parametrize("config", ["parser.cfg", "parser_beam.cfg"])
+@pytest.mark.parametrize("config", ["parser.cfg", "parser_beam.cfg", "parser_bidirectional.cfg"])
 def test_spacy_train_cli_on_tiny_corpus(tmp_path, config):
     nlp = spacy.blank("en")
     db = DocBin()
