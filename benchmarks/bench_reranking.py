@@ -1079,6 +1079,84 @@ def reverse_stage(paths: Dict[str, str], work: Path, k_max: int, width: int, ks:
                    command=" ".join(["python"] + sys.argv), notes=NOTES)
 
 
+BIDIRECTIONAL_CONFIG = "parser_bidirectional.cfg"
+
+
+def bidirectional_stage(paths: Dict[str, str], work: Path, overrides: List[str], results: Path,
+                        rounds: int = 3) -> None:
+    """The product path of the reversed model: `spacy train configs/parser_bidirectional.cfg`
+    (the parser and its right-to-left model trained together; the block's k), then for the
+    forward list alone and for the union with the reversed model's k best: the weight chosen on
+    dev (REVERSE_LAMBDAS), and nlp.pipe on test with the block against the same pipeline
+    without it, alternated `rounds` times."""
+    import json
+
+    import spacy
+    from spacy.pipeline.dep_parser import parser_score
+    from spacy.training import Example
+
+    import spacy_structperc  # noqa: F401
+
+    name = "bidirectional"
+    _train_pipeline(C.REPO_ROOT / "configs" / BIDIRECTIONAL_CONFIG, work, name, paths["train"], paths["dev"],
+                    overrides)
+    nlp = spacy.load(_model_dir(work, name))
+    parser = nlp.get_pipe("parser")
+    block = dict(parser.cfg["reranker"])
+    reverse_model = parser._reranking.reverse_model   # as loaded; kept while the block changes
+    if reverse_model is None:
+        raise RuntimeError(f"{_model_dir(work, name)} holds no reversed model")
+    gold = {s: C.load_docs(Path(paths[s]), nlp.vocab) for s in ("dev", "test")}
+
+    def run(split, reranker):
+        parser.cfg["reranker"] = reranker
+        parser._reset_reranker()
+        if reranker is not None:
+            parser._reranking.reverse_model = reverse_model
+        docs = C.unannotated_copies(gold[split], nlp.vocab)
+        with C.Timer() as t:
+            preds = list(nlp.pipe(docs, batch_size=1000))
+        sc = parser_score([Example(p, g) for p, g in zip(preds, gold[split])])
+        return sc, t.seconds
+
+    load_before = C.load_average()
+    base_dev = run("dev", None)[0]["dep_uas"]
+    rows: List[Dict[str, Any]] = []
+    details: Dict[str, Any] = {}
+    run_json = work / "base" / name / "run.json"
+    train = json.loads(run_json.read_text()) if run_json.exists() else {}
+    for union in (False, True):
+        dev_curve = {"0.0": base_dev}
+        for lam in REVERSE_LAMBDAS[1:]:
+            dev_curve[str(lam)] = run("dev", {**block, "reverse": lam, "union": union})[0]["dep_uas"]
+            print(f"  bidirectional dev (union {union}): weight {lam}: UAS {dev_curve[str(lam)]:.4f}", flush=True)
+        best = max(REVERSE_LAMBDAS[1:], key=lambda x: (dev_curve[str(x)], -x))
+        chosen = {**block, "reverse": best, "union": union}
+        timings = []
+        for _ in range(rounds):   # alternate, so a change of load hits both sides alike
+            base_sc, base_s = run("test", None)
+            bi_sc, bi_s = run("test", chosen)
+            timings.append((base_s, bi_s))
+        base_s = min(b for b, _ in timings)
+        bi_s = min(r for _, r in timings)
+        setting = (f"bidirectional k={block['k']}{', union' if union else ''}, in the pipeline "
+                   f"(beam {parser.cfg['beam_width']} widened to {max(block['k'], parser.cfg['beam_width'])})")
+        metrics = {"dep_uas": bi_sc["dep_uas"], "dep_las": bi_sc["dep_las"], "dev_uas": dev_curve[str(best)],
+                   "weight": best, "predict_seconds": bi_s, "base_predict_seconds": base_s,
+                   "time_ratio": bi_s / base_s, "base_dep_uas": base_sc["dep_uas"],
+                   "base_dep_las": base_sc["dep_las"], "base_dev_uas": base_dev}
+        if train.get("seconds"):
+            metrics["train_seconds"] = train["seconds"]
+        _row_adder(rows)(setting, metrics)
+        details[f"ud_en_ewt pipeline {setting}"] = {
+            "block": chosen, "dev_uas_by_weight": dev_curve, "timings_base_bidirectional": timings}
+    details["ud_en_ewt pipeline bidirectional"] = {"load_avg_before": load_before,
+                                                   "load_avg_after": C.load_average(), "train": train}
+    settings = {r["setting"] for r in rows}
+    C.save_results(results, "reranking", rows, details=details, replace=lambda r: r["setting"] in settings,
+                   errors={}, command=" ".join(["python"] + sys.argv), notes=NOTES)
+
+
 # ---------------------------------------------------------------------------------------------
 # The chunker (CoNLL-2000): jackknifed k-best BIO sequences, chunk-level global features
 
@@ -1317,7 +1395,8 @@ def main(argv=None) -> int:
                    help="parts, comma-separated: base, kbest, rerank, lists (the jackknife check), "
                         "ensemble (the fold-model diagnostic, at each --rerank-k), graph (the "
                         "arc-factored model's scores as features, at each --rerank-k), reverse (a "
-                        "right-to-left pipeline's scores and k-best, at each --rerank-k), pipeline, chunker")
+                        "right-to-left pipeline's scores and k-best, at each --rerank-k), bidirectional (the "
+                        "same in a pipeline: configs/parser_bidirectional.cfg), pipeline, chunker")
     p.add_argument("--k", type=int, default=16, help="k-best lists cached (k <= this are prefixes)")
     p.add_argument("--width", type=int, default=16, help="beam width of the k-best decoding")
     p.add_argument("--learners", default=LEARNERS_DEFAULT,
@@ -1372,6 +1451,8 @@ def main(argv=None) -> int:
                     results, groups, args.graph_epochs, [g for g in args.graph_groups.split(",") if g],
                     [x for x in args.learners.split(",") if x] if args.learners != LEARNERS_DEFAULT else
                     ["perceptron", "perceptron dev"], not args.no_baselines, args.graph_order)
+    if "bidirectional" in only:
+        bidirectional_stage(paths, work, overrides, results)
     if "reverse" in only:
         reverse_stage(paths, work, args.k, args.width, [int(x) for x in args.rerank_k.split(",")], overrides,
                       results)
