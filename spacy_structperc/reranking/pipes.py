@@ -21,7 +21,7 @@ from .._core import beam
 from ..errors import Errors
 from .features import FEATURES_VERSION, TreeFeatures, node_labels
 from .learners import CandidateLists, make_reranker, reranker_from_dict
-from .reverse import path_score, reverse_tree
+from .reverse import path_scores, reverse_tree
 
 # A candidate of one span: (base score, heads relative to the span with -1 for a root, classes).
 Candidate = Tuple[float, numpy.ndarray, numpy.ndarray]
@@ -290,7 +290,7 @@ class ParserReranker:
         found: Dict[bytes, float] = {}   # the reversed beam's scores of its trees
         if self.block.get("union"):
             index = {h.tobytes() + c.tobytes(): i for i, (h, c) in enumerate(trees)}
-            forward = self.parser.system
+            added = []
             for score, h, c in self.parser._span_kbest(system, ratoms, allow_break, k, width):
                 h, c = reverse_tree((h, c))
                 c = numpy.where(h >= 0, c, root)
@@ -299,14 +299,12 @@ class ParserReranker:
                 if key not in index:
                     index[key] = len(trees)
                     trees.append((h, c))
-                    base.append(path_score(forward, atoms, h, c, allow_break))
-
-        def reversed_score(h, c):
-            key = h.tobytes() + c.tobytes()
-            return found[key] if key in found else path_score(system, ratoms, *reverse_tree((h, c)), allow_break)
-
-        scores = numpy.asarray(base) + self.reverse * numpy.array([reversed_score(h, c) for h, c in trees])
-        return trees[int(numpy.argmax(scores))]
+                    added.append((h, c))
+            base.extend(path_scores(self.parser.system, atoms, added, allow_break))
+        todo = [i for i, (h, c) in enumerate(trees) if h.tobytes() + c.tobytes() not in found]
+        reverse = numpy.array([found.get(h.tobytes() + c.tobytes(), 0.0) for h, c in trees])
+        reverse[todo] = path_scores(system, ratoms, [reverse_tree(trees[i]) for i in todo], allow_break)
+        return trees[int(numpy.argmax(numpy.asarray(base) + self.reverse * reverse))]
 
     # Candidates as lists -----------------------------------------------------------------------
 

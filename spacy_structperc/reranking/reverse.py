@@ -71,15 +71,19 @@ def union(*lists: Iterable[Tree]) -> Tuple[List[Tree], numpy.ndarray]:
     return out, numpy.asarray(source, dtype=numpy.int64)
 
 
-def path_score(system, atoms, heads: numpy.ndarray, classes: numpy.ndarray, allow_break: bool = False) -> float:
-    """A tree's score under a transition system: the sum of the action scores along its
-    canonical path over `atoms` (heads -1 for a root, whose class is ignored); -inf without a
-    path (not projective)."""
-    heads = numpy.asarray(heads)
+def path_scores(system, atoms, trees: Sequence[Tuple[numpy.ndarray, numpy.ndarray]],
+                allow_break: bool = False) -> numpy.ndarray:
+    """Each tree's score under an arc-standard system: the sum of the action scores along its
+    canonical path over `atoms` (trees as (heads with -1 for a root, classes; a root's class is
+    ignored)); -inf without a path (not projective). The paths are walked in C
+    (ArcStandardSystem.score_trees), the span bound once."""
+    n = len(atoms)
+    if not trees:
+        return numpy.zeros((0,), dtype=numpy.float64)
+    heads = numpy.array([numpy.asarray(h) for h, _ in trees], dtype=numpy.int32).reshape(len(trees), n)
+    classes = numpy.array([numpy.asarray(c) for _, c in trees], dtype=numpy.int64).reshape(len(trees), n)
     labels = numpy.where(heads >= 0, classes, -1).astype(numpy.int32)
-    system.set_sentence(atoms, heads.astype(numpy.int32), labels, allow_break)
-    path = system.oracle_path()
-    return -numpy.inf if path is None else float(system.score_path(path))
+    return system.score_trees(atoms, heads, labels, allow_break)
 
 
 class TreeScorer:
@@ -132,12 +136,15 @@ class TreeScorer:
         atoms = self._view(doc, start, end)
         system = self.parser.system
         out = numpy.full((len(trees),), -numpy.inf)
+        known, own = [], []
         for j, tree in enumerate(trees):
             heads, labels = self._own(tree)
             classes = numpy.array([-1 if h < 0 else self.class_of.get(int(v), -2)
                                    for h, v in zip(heads, labels)], dtype=numpy.int32)
             if not (classes == -2).any():
-                out[j] = path_score(system, atoms, heads, classes, allow_break)
+                known.append(j)
+                own.append((heads, classes))
+        out[known] = path_scores(system, atoms, own, allow_break)
         return out
 
     def kbest(self, doc: Doc, k: int, width: Optional[int] = None, start: int = 0,

@@ -234,7 +234,12 @@ def test_the_choice_is_the_best_of_base_plus_weight_times_the_reversed_score(bid
         assert len(trees) > len(cands), "the reversed list should add trees"
         got = rr.bidirectional(atoms, True, cands, 4, 4)
         assert any(numpy.array_equal(got[0], h) and numpy.array_equal(got[1], c) for h, c in trees)
-        from spacy_structperc.reranking.reverse import path_score
+        
+        def path_score(system, atoms, h, c, allow_break):
+            labels = numpy.where(h >= 0, c, -1).astype(numpy.int32)
+            system.set_sentence(atoms, h.astype(numpy.int32), labels, allow_break)
+            path = system.oracle_path()
+            return -numpy.inf if path is None else system.score_path(path)
 
         def total(tree, base=None):
             # each model's score: its beam's where its beam found the tree, else the canonical path's
@@ -311,3 +316,32 @@ def test_bad_reverse_blocks_are_coded_errors(block):
 
     with pytest.raises(ValueError, match="S244"):
         spacy.blank("en").add_pipe("structperc_parser", config={"decoder": "beam", "reranker": block})
+
+
+def test_score_trees_walks_each_trees_oracle_path_as_score_path_does(bidirectional):
+    """ArcStandardSystem.score_trees (the batch the reranker scores with) against set_sentence
+    + oracle_path + score_path, one tree at a time, on random trees, crossing ones included."""
+    nlp, parser = bidirectional
+    system = parser.system
+    rng = numpy.random.default_rng(7)
+    n_labels = len(parser.cfg["labels"])
+    n_finite = n_inf = 0
+    for _ in range(20):
+        n = int(rng.integers(1, 9))
+        doc = Doc(nlp.vocab, words=[["I", "eat", "ham", "with", "eggs", "."][i] for i in rng.integers(0, 6, n)],
+                  tags=[["PRP", "VBP", "NN", "IN", "NNS", "."][i] for i in rng.integers(0, 6, n)])
+        atoms = parser.model.atoms(doc)
+        trees = [(_random_tree(rng, n), rng.integers(0, n_labels, n)) for _ in range(6)]
+        heads = numpy.array([h for h, _ in trees], dtype=numpy.int32)
+        labels = numpy.where(heads >= 0, numpy.array([c for _, c in trees]), -1).astype(numpy.int32)
+        got = system.score_trees(atoms, heads, labels, False)
+        for (h, _), l, g in zip(trees, labels, got):
+            system.set_sentence(atoms, h.astype(numpy.int32), l, False)
+            path = system.oracle_path()
+            want = -numpy.inf if path is None else system.score_path(path)
+            assert g == pytest.approx(want, rel=1e-9, abs=1e-9) if path is not None else g == -numpy.inf
+            n_finite += path is not None
+            n_inf += path is None
+    assert n_finite > 20 and n_inf > 5
+    with pytest.raises(ValueError):
+        system.score_trees(atoms, heads[:, :-1], labels, False)
