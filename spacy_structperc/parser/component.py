@@ -217,12 +217,19 @@ class StructuredParser(PerceptronPipe):
         self.model.allowed_keys = None
         if self.cfg["min_feature_freq"] > 1:
             self.model.allowed_keys = self._gold_features(get_examples, self.cfg["min_feature_freq"])
+        if self._reranking is not None:
+            self._reranking.initialize(get_examples)
         self._decoding.invalidate()
 
-    def _gold_features(self, get_examples, min_freq: int) -> numpy.ndarray:
+    def _gold_features(self, get_examples, min_freq: int, system: Optional[ArcStandardSystem] = None,
+                       reverse: bool = False) -> numpy.ndarray:
         """Feature keys seen at least `min_freq` times along the oracle derivations of the
-        training trees, read with the reference's tags (the tagger may not be trained yet)."""
-        system = self.system
+        training trees, read with the reference's tags (the tagger may not be trained yet).
+        With `reverse`, of the reversed trees under `system` (a reversed model's; trees with a
+        missing head are left out, as its training leaves them out)."""
+        from ..reranking.reverse import reverse_tree
+
+        system = self.system if system is None else system
         # Counted a slice of examples at a time and merged into the running counts, so the
         # count holds each distinct key once (~6M keys on EWT) rather than every occurrence.
         keys, counts = self._count([])
@@ -232,7 +239,13 @@ class StructuredParser(PerceptronPipe):
                 continue
             heads, deps = projective_gold(eg, self.name)
             gold_heads, gold_labels = self._gold(eg, 0, len(eg.reference), heads, deps)
-            system.set_sentence(self.model.atoms(eg.reference, self.name), gold_heads, gold_labels, True)
+            atoms = self.model.atoms(eg.reference, self.name)
+            if reverse:
+                if (gold_heads == -2).any():
+                    continue
+                atoms = numpy.ascontiguousarray(atoms[::-1])
+                gold_heads, gold_labels = reverse_tree((gold_heads, gold_labels))
+            system.set_sentence(atoms, gold_heads, gold_labels, True)
             pending.append(system.oracle_keys())
             if len(pending) >= 100:
                 keys, counts = self._merge(keys, counts, *self._count(pending))

@@ -242,9 +242,28 @@ class ParserReranker:
         model.set_templates(m.template_specs)
         return model
 
+    def initialize(self, get_examples) -> None:
+        """A fresh reversed model (block "reverse" > 0) for the parser's labels, with the
+        parser's feature filter (min_feature_freq) counted on the reversed training trees."""
+        from .._core.arcstandard import ArcStandardSystem
+        from .._core.weights import AveragedWeights
+
+        self.reverse_model = None
+        if self.reverse <= 0:
+            return
+        parser = self.parser
+        model = self.new_reverse_model()
+        model.weights = AveragedWeights(parser.model.weights.n_classes, 1 << 16)
+        if parser.cfg["min_feature_freq"] > 1:
+            counting = ArcStandardSystem(model.templates, model.weights, len(parser.cfg["labels"]),
+                                         parser.cfg["label_candidates"])
+            model.allowed_keys = parser._gold_features(get_examples, parser.cfg["min_feature_freq"],
+                                                       counting, reverse=True)
+        self.reverse_model = model
+
     def reverse_system(self):
-        """This thread's transition system over the reversed model's weights (every feature
-        kept: the parser's min_feature_freq filter counted forward features)."""
+        """This thread's transition system over the reversed model's weights, with its feature
+        filter (initialize)."""
         from .._core.arcstandard import ArcStandardSystem
         from .._core.weights import AveragedWeights
 
@@ -258,6 +277,7 @@ class ParserReranker:
         if system is None or system.weights is not weights:
             system = ArcStandardSystem(self.reverse_model.templates, weights, len(self.parser.cfg["labels"]),
                                        self.parser.cfg["label_candidates"])
+            system.set_allowed_keys(self.reverse_model.allowed_keys)
             extra["reverse_system"] = system
         return system
 

@@ -345,3 +345,41 @@ def test_score_trees_walks_each_trees_oracle_path_as_score_path_does(bidirection
     assert n_finite > 20 and n_inf > 5
     with pytest.raises(ValueError):
         system.score_trees(atoms, heads[:, :-1], labels, False)
+
+
+def test_the_reversed_model_has_the_parsers_feature_filter_counted_on_reversed_trees(tmp_path):
+    """min_feature_freq = 2: the reversed model updates only features seen at least twice along
+    the reversed gold derivations (its own count, not the forward parser's), and keeps the
+    filter through save and load."""
+    import collections
+
+    import spacy
+
+    from spacy_structperc._core.arcstandard import ArcStandardSystem
+
+    data = TRAIN_DATA[:3] * 2 + [TRAIN_DATA[3]]   # the last sentence once: its own keys stay out
+    nlp = spacy.blank("en")
+    parser = nlp.add_pipe("structperc_parser", config={
+        "min_label_freq": 1, "min_feature_freq": 2, "decoder": "beam", "beam_width": 4, "reranker": REVERSE_BLOCK})
+    egs = examples(nlp, data)
+    nlp.initialize(lambda: egs)
+    model = parser._reranking.reverse_model
+    allowed = set(model.allowed_keys.tolist())
+    counts = collections.Counter()
+    system = ArcStandardSystem(model.templates, model.weights, len(parser.cfg["labels"]),
+                               parser.cfg["label_candidates"])
+    from spacy_structperc.parser.nonproj import projective_gold
+
+    for eg in egs:
+        heads, deps = projective_gold(eg, parser.name)
+        h, l = parser._gold(eg, 0, len(eg.reference), heads, deps)
+        rh, rl = reverse_tree((h, l))
+        system.set_sentence(parser.model.atoms(eg.reference)[::-1].copy(), rh, rl, True)
+        counts.update(system.oracle_keys().tolist())
+    assert allowed == {k for k, c in counts.items() if c >= 2}
+    assert allowed != set(parser.model.allowed_keys.tolist())
+    for _ in range(3):
+        parser.update(egs)
+    nlp.to_disk(tmp_path / "m")
+    loaded = spacy.load(tmp_path / "m").get_pipe("structperc_parser")._reranking.reverse_model
+    assert set(loaded.allowed_keys.tolist()) == allowed
