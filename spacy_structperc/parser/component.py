@@ -41,6 +41,7 @@ from ..atoms import AtomBatch
 from ..reranking.features import GROUPS, GROUPS_V1
 from ..reranking.learners import KERNELS, LEARNERS
 from ..reranking.pipes import ParserReranker
+from ..reranking.reverse import reverse_tree
 from .model import ParserModel
 from ..pipeline.base import PerceptronPipe, load_cfg
 from .nonproj import deprojectivize, is_decorated, projective_gold, undecorated
@@ -227,8 +228,6 @@ class StructuredParser(PerceptronPipe):
         training trees, read with the reference's tags (the tagger may not be trained yet).
         With `reverse`, of the reversed trees under `system` (a reversed model's; trees with a
         missing head are left out, as its training leaves them out)."""
-        from ..reranking.reverse import reverse_tree
-
         system = self.system if system is None else system
         # Counted a slice of examples at a time and merged into the running counts, so the
         # count holds each distinct key once (~6M keys on EWT) rather than every occurrence.
