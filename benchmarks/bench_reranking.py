@@ -1147,6 +1147,8 @@ def bidirectional_stage(paths: Dict[str, str], work: Path, overrides: List[str],
                    "base_dep_las": base_sc["dep_las"], "base_dev_uas": base_dev}
         if train.get("seconds"):
             metrics["train_seconds"] = train["seconds"]
+        for part in ("model", "reranker"):   # the forward parser's file and the reversed model's
+            metrics[f"disk_mb:parser/{part}"] = (_model_dir(work, name) / "parser" / part).stat().st_size / 1e6
         _row_adder(rows)(setting, metrics)
         details[f"ud_en_ewt pipeline {setting}"] = {
             "block": chosen, "dev_uas_by_weight": dev_curve, "timings_base_bidirectional": timings}
