@@ -23,7 +23,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any, Dict, List, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as C  # noqa: E402
@@ -1083,12 +1083,12 @@ BIDIRECTIONAL_CONFIG = "parser_bidirectional.cfg"
 
 
 def bidirectional_stage(paths: Dict[str, str], work: Path, overrides: List[str], results: Path,
-                        rounds: int = 3) -> None:
+                        k: Optional[int] = None, rounds: int = 3) -> None:
     """The product path of the reversed model: `spacy train configs/parser_bidirectional.cfg`
     (the parser and its right-to-left model trained together; the block's k), then for the
-    forward list alone and for the union with the reversed model's k best: the weight chosen on
-    dev (REVERSE_LAMBDAS), and nlp.pipe on test with the block against the same pipeline
-    without it, alternated `rounds` times."""
+    forward list alone and for the union with the reversed model's k best (`k`: another list
+    size than the config's): the weight chosen on dev (REVERSE_LAMBDAS), and nlp.pipe on test
+    with the block against the same pipeline without it, alternated `rounds` times."""
     import json
 
     import spacy
@@ -1103,6 +1103,8 @@ def bidirectional_stage(paths: Dict[str, str], work: Path, overrides: List[str],
     nlp = spacy.load(_model_dir(work, name))
     parser = nlp.get_pipe("parser")
     block = dict(parser.cfg["reranker"])
+    if k is not None:
+        block["k"] = k   # the list size is a prediction setting: the same trained models
     reverse_model = parser._reranking.reverse_model   # as loaded; kept while the block changes
     if reverse_model is None:
         raise RuntimeError(f"{_model_dir(work, name)} holds no reversed model")
@@ -1454,7 +1456,8 @@ def main(argv=None) -> int:
                     [x for x in args.learners.split(",") if x] if args.learners != LEARNERS_DEFAULT else
                     ["perceptron", "perceptron dev"], not args.no_baselines, args.graph_order)
     if "bidirectional" in only:
-        bidirectional_stage(paths, work, overrides, results)
+        for k in ([None] if args.rerank_k == "8" else [int(x) for x in args.rerank_k.split(",")]):
+            bidirectional_stage(paths, work, overrides, results, k)
     if "reverse" in only:
         reverse_stage(paths, work, args.k, args.width, [int(x) for x in args.rerank_k.split(",")], overrides,
                       results)
