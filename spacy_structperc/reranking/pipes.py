@@ -232,28 +232,30 @@ class ParserReranker:
 
     # The reversed model ------------------------------------------------------------------------
 
-    def new_reverse_model(self):
-        """A right-to-left model without weights: the parser's model kind, templates, atoms and
-        precision."""
+    def new_reverse_model(self, n_classes: Optional[int] = None):
+        """A right-to-left model: the parser's model kind, templates, atoms and precision, with
+        empty weights of `n_classes` classes (None: no weights, for loading)."""
+        from .._core.weights import AveragedWeights
+
         m = self.parser.model
         model = type(m)(m.template_specs, m.n_buckets, m.precision, m.prune_below)
         model.clusters = m.clusters
         model.lexicon_tables = m.lexicon_tables
         model.set_templates(m.template_specs)
+        if n_classes is not None:
+            model.weights = AveragedWeights(n_classes, 1 << 16)
         return model
 
     def initialize(self, get_examples) -> None:
         """A fresh reversed model (block "reverse" > 0) for the parser's labels, with the
         parser's feature filter (min_feature_freq) counted on the reversed training trees."""
         from .._core.arcstandard import ArcStandardSystem
-        from .._core.weights import AveragedWeights
 
         self.reverse_model = None
         if self.reverse <= 0:
             return
         parser = self.parser
-        model = self.new_reverse_model()
-        model.weights = AveragedWeights(parser.model.weights.n_classes, 1 << 16)
+        model = self.new_reverse_model(parser.model.weights.n_classes)
         if parser.cfg["min_feature_freq"] > 1:
             counting = ArcStandardSystem(model.templates, model.weights, len(parser.cfg["labels"]),
                                          parser.cfg["label_candidates"])
@@ -265,12 +267,10 @@ class ParserReranker:
         """This thread's transition system over the reversed model's weights, with its feature
         filter (initialize)."""
         from .._core.arcstandard import ArcStandardSystem
-        from .._core.weights import AveragedWeights
 
         n_classes = self.parser.model.weights.n_classes
         if self.reverse_model is None or self.reverse_model.weights.n_classes != n_classes:
-            self.reverse_model = self.new_reverse_model()
-            self.reverse_model.weights = AveragedWeights(n_classes, 1 << 16)
+            self.reverse_model = self.new_reverse_model(n_classes)
         weights = self.reverse_model.weights
         extra = self.parser._thread_extra()
         system = extra.get("reverse_system")
