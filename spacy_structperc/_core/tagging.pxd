@@ -60,7 +60,20 @@ cdef class TagSystem(TransitionSystem):
     cdef int64_t tc_version
     cdef void* tc_owner               # the weights object the entries were read from
 
+    # History-word cache (with the word-type cache): when every direct history template reads
+    # the previous label and atoms at offset 0 only (t-1 x w0, t-1 x suffix, ...), their summed
+    # row depends only on (the word's values in those columns, label-1), so it is kept in the
+    # word-type table under a fingerprint of both: a position then adds one cached vector
+    # instead of hashing and probing each template's row after every decision. hw_fp holds each
+    # bound position's fingerprint of the columns (2 words per position).
+    cdef bint hw_ok                   # the direct templates qualify
+    cdef bint hw_bound                # the bound sentence uses the cache
+    cdef int* hw_cols
+    cdef int n_hw_cols
+    cdef hash_t* hw_fp
+
     cdef const weight_t* pure_row(self, const class_t* hist) noexcept nogil
+    cdef const weight_t* hw_vector(self, int i, const class_t* hist) noexcept nogil
     cdef hash_t* tc_block_fp          # per block of positions: fingerprints and slots
     cdef size_t* tc_block_slot
 
@@ -70,6 +83,7 @@ cdef class TagSystem(TransitionSystem):
     cdef size_t _tc_slot(self, int g, int i, const hash_t* fp) noexcept nogil
     cdef int _tc_resize(self, size_t capacity) noexcept nogil
     cdef void _fill_static_rows(self) noexcept nogil
+    cdef void _hw_fingerprint(self, int i, hash_t* fp) noexcept nogil
 
     cdef int bind(self, const atom_t* atoms, int n, const unsigned char* allowed) except -1 nogil
     cdef int _reserve(self, size_t n) except -1 nogil

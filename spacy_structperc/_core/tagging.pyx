@@ -12,10 +12,13 @@ from .transition cimport TransitionSystem
 from .weights cimport AveragedWeights, FROZEN_NONE
 
 
-# The word-type cache (TagSystem.type_vector) starts at TC_INITIAL entries and doubles while its
-# vectors take at most TC_MAX_BYTES; a full table at the cap is emptied and refilled.
+# The word-type cache (TagSystem.type_vector, and hw_vector's history-word entries) starts at
+# TC_INITIAL entries and doubles while its vectors take at most TC_MAX_BYTES; a full table at the
+# cap is emptied and refilled. 32 MB per thread's system: UD EWT test (25k words) makes ~36k
+# entries of 49 classes with the EWT tagger's templates, which a 16 MB cap emptied and refilled
+# over and over (the history-word entries then cost more than they saved).
 cdef size_t TC_INITIAL = 1024
-cdef size_t TC_MAX_BYTES = 16 << 20
+cdef size_t TC_MAX_BYTES = 32 << 20
 cdef bint _type_cache_on = True
 # Binding with the cache scores TC_BLOCK positions at a time, each stage's memory reads
 # (weight buckets, cache slots, cache vectors) prefetched for the whole block first.
@@ -83,6 +86,22 @@ cdef class TagSystem(TransitionSystem):
             else:
                 self.direct_templates[self.n_direct] = tpl[0]
                 self.n_direct += 1
+        cols = []
+        self.hw_ok = self.n_direct > 0
+        for t in range(self.n_direct):
+            tpl = &self.direct_templates[t]
+            if not (tpl.n_hist == 1 and tpl.hist_offset[0] == 1
+                    and all(tpl.atom_offset[k] == 0 for k in range(tpl.n_atoms))):
+                self.hw_ok = False
+            for k in range(tpl.n_atoms):
+                if tpl.atom_col[k] not in cols:
+                    cols.append(tpl.atom_col[k])
+        self.n_hw_cols = len(cols)
+        self.hw_cols = <int*>calloc(max(1, len(cols)), sizeof(int))
+        if self.hw_cols == NULL:
+            raise MemoryError()
+        for k, col in enumerate(cols):
+            self.hw_cols[k] = col
 
     def _split_static_templates(self):
         # Static templates whose atoms all read one offset form that offset's group (scored per
@@ -152,6 +171,8 @@ cdef class TagSystem(TransitionSystem):
         self.col_start[self.n_groups] = c
 
     def __dealloc__(self):
+        free(self.hw_cols)
+        free(self.hw_fp)
         free(self.group_templates)
         free(self.mixed_templates)
         free(self.group_start)
@@ -233,7 +254,27 @@ cdef class TagSystem(TransitionSystem):
             self.static_version[i] = -1
         if self.bound_cached:
             self._fill_static_rows()
+        self.hw_bound = self.bound_cached and self.hw_ok
+        if self.hw_bound:
+            for i in range(n):
+                self._hw_fingerprint(i, &self.hw_fp[2 * i])
         return 0
+
+    cdef void _hw_fingerprint(self, int i, hash_t* fp) noexcept nogil:
+        # 128 bits over the history-word columns' values at position i (seeded apart from the
+        # word-type groups' fingerprints).
+        cdef int k
+        cdef hash_t h1 = 0x452821e638d01377ULL
+        cdef hash_t h2 = 0xbe5466cf34e90c6cULL
+        cdef atom_t v
+        for k in range(self.n_hw_cols):
+            v = self.atoms[i * self.templates.n_cols + self.hw_cols[k]]
+            h1 = (h1 ^ v) * 0x9e3779b97f4a7c15ULL
+            h1 ^= h1 >> 29
+            h2 = (h2 + v) * 0xc2b2ae3d27d4eb4fULL
+            h2 ^= h2 >> 31
+        fp[0] = h1
+        fp[1] = h2
 
     def set_position_mask(self, allowed):
         """Restrict the labels of each position of the bound sentence ((n_tokens, n_classes) bool,
@@ -274,6 +315,10 @@ cdef class TagSystem(TransitionSystem):
         p = realloc(self.static_version, n * sizeof(int64_t))
         if p != NULL:
             self.static_version = <int64_t*>p
+        ok = ok and p != NULL
+        p = realloc(self.hw_fp, 2 * n * sizeof(hash_t))
+        if p != NULL:
+            self.hw_fp = <hash_t*>p
         ok = ok and p != NULL
         if not ok:
             with gil:
@@ -465,6 +510,31 @@ cdef class TagSystem(TransitionSystem):
             self.pure_version[idx] = self.weights.version
         return row
 
+    cdef const weight_t* hw_vector(self, int i, const class_t* hist) noexcept nogil:
+        # The direct history templates' summed row at position i after label hist[0], from the
+        # word-type table (computed on a miss). Valid until the table's next change.
+        cdef int C = self.n_actions, n
+        cdef hash_t fp0, fp1
+        cdef hash_t label = <hash_t>(hist[0] + 2)
+        fp0 = mix64(self.hw_fp[2 * i] ^ (label * 0x9e3779b97f4a7c15ULL))
+        fp1 = mix64(self.hw_fp[2 * i + 1] + label * 0xc2b2ae3d27d4eb4fULL) | 1
+        self._tc_begin(1)
+        cdef size_t mask = self.tc_capacity - 1
+        cdef size_t b = fp0 & mask
+        while self.tc_fp[2 * b + 1] != 0:
+            if self.tc_fp[2 * b] == fp0 and self.tc_fp[2 * b + 1] == fp1:
+                return &self.tc_vec[b * C]
+            b = (b + 1) & mask
+        self.tc_fp[2 * b] = fp0
+        self.tc_fp[2 * b + 1] = fp1
+        self.tc_count += 1
+        cdef weight_t* vec = &self.tc_vec[b * C]
+        memset(vec, 0, C * sizeof(weight_t))
+        n = extract_features(self.direct_templates, self.n_direct, self.atoms, self.n_tokens,
+                             self.templates.n_cols, i, hist, self._keys)
+        self.weights.add_rows(self._keys, n, vec)
+        return vec
+
     cdef void history_scores(self, int i, const class_t* hist, weight_t* out) noexcept nogil:
         cdef int a, n
         cdef const weight_t* pure
@@ -518,7 +588,11 @@ cdef class TagSystem(TransitionSystem):
                 scores[a] = static[a] + pure[a]
         else:
             memcpy(scores, static, self.n_actions * sizeof(weight_t))
-        if self.n_direct:
+        if self.hw_bound:
+            pure = self.hw_vector(i, st.hist)
+            for a in range(self.n_actions):
+                scores[a] += pure[a]
+        elif self.n_direct:
             n = extract_features(self.direct_templates, self.n_direct, self.atoms, self.n_tokens,
                                  self.templates.n_cols, i, st.hist, self._keys)
             self.weights.add_rows(self._keys, n, scores)

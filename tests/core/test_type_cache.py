@@ -148,3 +148,55 @@ def test_setting_use_averages_to_its_value_keeps_the_version():
     assert w.version == v
     w.set_use_averages(False)
     assert w.version == v + 1
+
+
+@pytest.mark.parametrize("precision", ["float32", "float16", "int8"])
+def test_cached_history_word_scores_equal_every_templates_row_after_each_label(precision, cache_on):
+    # "t-1,w0" reads the previous label and atoms at offset 0 only: its row is cached per
+    # (word values, previous label) beside the word-type entries. Every action score of every
+    # state (each previous label, the start included) must equal the rows of all templates.
+    rng = numpy.random.default_rng(11)
+    ts = TemplateSet(SPECS, ATOMS)
+    sentences = [_sentence(rng, int(rng.integers(1, 12))) for _ in range(20)]
+    f = _frozen_weights(ts, sentences, rng, precision)
+    system = TagSystem(ts, f)
+    for atoms in sentences:
+        system.set_sentence(atoms)
+        for i in range(len(atoms)):
+            for prev in ([-1] if i == 0 else range(C)):
+                state = system.initial_state()
+                for j in range(i):
+                    state = system.step(state, prev if j == i - 1 else 0)
+                keys = ts.static_keys(atoms, i).tolist() + ts.history_keys(atoms, i, [prev]).tolist()
+                brute = f.score(numpy.array(keys, dtype=numpy.uint64))
+                assert numpy.allclose(system.action_scores(state), brute, rtol=1e-5, atol=1e-5)
+    before = system.type_cache_entries
+    system.set_sentence(sentences[0])            # seen words after seen labels: no new entries
+    state = system.initial_state()
+    for j in range(len(sentences[0])):
+        system.action_scores(state)
+        state = system.step(state, 0)
+    assert system.type_cache_entries == before
+
+
+def test_history_templates_reading_other_offsets_are_not_cached_per_word(cache_on):
+    # t-1 with w-1 (another offset) or t-2 with w0 (an older label): such a template's row is
+    # not a function of (the word, label-1), so the position's scores stay exact per template.
+    rng = numpy.random.default_rng(12)
+    specs = SPECS + [{"name": "t-1,w-1", "parts": [["hist", 1], [-1, "w"]]},
+                     {"name": "t-2,w0", "parts": [["hist", 2], [0, "w"]]}]
+    ts = TemplateSet(specs, ATOMS)
+    sentences = [_sentence(rng, 8) for _ in range(6)]
+    f = _frozen_weights(ts, sentences, rng)
+    system = TagSystem(ts, f)
+    for atoms in sentences:
+        system.set_sentence(atoms)
+        state = system.initial_state()
+        hist = [-1, -1]
+        for i in range(len(atoms)):
+            keys = ts.static_keys(atoms, i).tolist() + ts.history_keys(atoms, i, hist).tolist()
+            assert numpy.allclose(system.action_scores(state), f.score(numpy.array(keys, dtype=numpy.uint64)),
+                                  rtol=1e-5, atol=1e-5)
+            a = int(rng.integers(C))
+            state = system.step(state, a)
+            hist = [a, hist[0]]
