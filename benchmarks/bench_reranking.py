@@ -1079,6 +1079,114 @@ def reverse_stage(paths: Dict[str, str], work: Path, k_max: int, width: int, ks:
                    command=" ".join(["python"] + sys.argv), notes=NOTES)
 
 
+COMBINE_TEMPERATURES = (2.0, 10.0, 50.0, 100.0, 200.0)
+COMBINE_SHARES = (0.2, 0.35, 0.5)
+
+
+def _softmax(x: Any, temperature: float) -> Any:
+    import numpy
+
+    x = numpy.where(numpy.isfinite(x), x, -numpy.inf)
+    e = numpy.exp((x - x.max()) / temperature)
+    return e / e.sum()
+
+
+def _arc_posteriors(sent: Dict[str, Any], rows: Sequence[int], weights: Any) -> Any:
+    """(n + 1) x n matrix: entry [h + 1, d] sums the weights of the candidates (rows of the
+    union) where word d's head is h (row 0: the root)."""
+    import numpy
+
+    n = len(sent["trees"][0][0])
+    mu = numpy.zeros((n + 1, n))
+    for r, w in zip(rows, weights):
+        h = sent["trees"][r][0]
+        mu[numpy.where(h >= 0, h + 1, 0), numpy.arange(n)] += w
+    return mu
+
+
+def _mbr_choice(sent: Dict[str, Any], k: int, lam: float, temperature: float) -> int:
+    """The union candidate (both directions' first k) with the most expected correct heads under
+    the posterior softmax((base + lam * reversed) / temperature) over the union."""
+    import numpy
+
+    rows = list(dict.fromkeys(sent["forward_rank"][:k] + sent["backward_rank"][:k]))
+    with numpy.errstate(invalid="ignore"):
+        weights = _softmax(sent["base"][rows] + lam * sent["reverse"][rows], temperature)
+    mu = _arc_posteriors(sent, rows, weights)
+    gain = [mu[numpy.where(h >= 0, h + 1, 0), numpy.arange(len(h))].sum()
+            for h in (sent["trees"][r][0] for r in rows)]
+    return rows[int(numpy.argmax(gain))]
+
+
+def _reparse(sent: Dict[str, Any], k: int, share: float, temperature: float):
+    """Arc voting (Sagae and Lavie 2006) over both directions' k-best: each model's own list as a
+    posterior softmax(score / temperature), weighted 1 - share (forward) and share (reversed);
+    the best projective tree of the arc posteriors (Eisner); each word's label from the most
+    probable candidate with its head. (heads with -1 for a root, the forward parser's classes;
+    Eisner may give the root several children)."""
+    import numpy
+
+    from spacy_structperc._core.eisner import eisner
+
+    fwd, bwd = sent["forward_rank"][:k], sent["backward_rank"][:k]
+    weights = numpy.concatenate([(1 - share) * _softmax(sent["base"][fwd], temperature),
+                                 share * _softmax(sent["reverse"][bwd], temperature)])
+    rows = fwd + bwd
+    mu = _arc_posteriors(sent, rows, weights)
+    heads = eisner(numpy.vstack([numpy.zeros((1, mu.shape[0])), mu.T]).T)[0][1:].astype(numpy.int64) - 1
+    classes = numpy.zeros(len(heads), dtype=numpy.int64)
+    for d, h in enumerate(heads):
+        # (an arc no candidate has, which projectivity can force: the most probable candidate's)
+        best = max([(w, r) for r, w in zip(rows, weights) if sent["trees"][r][0][d] == h]
+                   or [(w, r) for r, w in zip(rows, weights)])[1]
+        classes[d] = sent["classes"][best][d]
+    return heads, classes
+
+
+def combine_stage(paths: Dict[str, str], work: Path, k_max: int, width: int, ks: Sequence[int],
+                  results: Path) -> None:
+    """Other ways to combine the forward and the right-to-left pipelines' k-best (--only reverse
+    trains both): minimum Bayes risk choice among the union (the candidate with the most
+    expected correct heads under the combined score's posterior) and arc-voting reparsing (a new
+    tree, not reranking), each with its temperature (and weight) chosen on dev, beside the
+    linear choice of --only reverse. A diagnostic on the cached lists, as that stage."""
+    import spacy
+
+    import spacy_structperc  # noqa: F401
+
+    full = spacy.load(_model_dir(work, "full"))
+    rev = spacy.load(_model_dir(work, REVERSE_NAME))
+    gold = {s: C.load_docs(Path(paths[s]), full.vocab) for s in ("dev", "test")}
+    data = {s: _union_candidates(full, rev, gold[s], _raw(work, s, k_max, width), max(ks), width)
+            for s in ("dev", "test")}
+    rows: List[Dict[str, Any]] = []
+    add = _row_adder(rows)
+    curves: Dict[str, Any] = {}
+    for k in ks:
+        setting = f"diagnostic: minimum Bayes risk over both directions' k-best k={k}{_lists_tag(width)}"
+        grid = [(lam, t) for lam in (0.3, 0.6, 1.0) for t in COMBINE_TEMPERATURES]
+        loss = {f"{lam},{t}": float(sum(s["loss"][_mbr_choice(s, k, lam, t)] for s in data["dev"]))
+                for lam, t in grid}
+        lam, t = min(grid, key=lambda g: (loss[f"{g[0]},{g[1]}"], g))
+        got = {split: _score_trees(full, gold[split], [(s["trees"][r][0], s["classes"][r]) for s in data[split]
+                                                      for r in [_mbr_choice(s, k, lam, t)]])
+               for split in ("dev", "test")}
+        add(setting, {"dep_uas": got["test"]["dep_uas"], "dep_las": got["test"]["dep_las"],
+                      "dev_uas": got["dev"]["dep_uas"], "lambda": lam, "temperature": t})
+        curves[setting] = loss
+        setting = f"diagnostic: arc-voting reparse (Eisner) of both directions' k-best k={k}{_lists_tag(width)}"
+        grid = [(share, t) for share in COMBINE_SHARES for t in COMBINE_TEMPERATURES]
+        dev_uas = {f"{a},{t}": _score_trees(full, gold["dev"], [_reparse(s, k, a, t) for s in data["dev"]])["dep_uas"]
+                   for a, t in grid}
+        share, t = max(grid, key=lambda g: (dev_uas[f"{g[0]},{g[1]}"], -g[0], -g[1]))
+        got = _score_trees(full, gold["test"], [_reparse(s, k, share, t) for s in data["test"]])
+        add(setting, {"dep_uas": got["dep_uas"], "dep_las": got["dep_las"],
+                      "dev_uas": dev_uas[f"{share},{t}"], "share": share, "temperature": t})
+        curves[setting] = dev_uas
+    _save_parser_rows(results, rows, f"ud_en_ewt combination rules{_lists_tag(width)}",
+                      {"dev_loss_or_uas_by_setting": curves})
+
+
 BIDIRECTIONAL_CONFIG = "parser_bidirectional.cfg"
 
 
@@ -1400,7 +1508,9 @@ def main(argv=None) -> int:
                         "ensemble (the fold-model diagnostic, at each --rerank-k), graph (the "
                         "arc-factored model's scores as features, at each --rerank-k), reverse (a "
                         "right-to-left pipeline's scores and k-best, at each --rerank-k), bidirectional (the "
-                        "same in a pipeline: configs/parser_bidirectional.cfg), pipeline, chunker")
+                        "same in a pipeline: configs/parser_bidirectional.cfg), combine (other rules over the "
+                        "reverse stage's two k-best lists: minimum Bayes risk, arc-voting reparse), "
+                        "pipeline, chunker")
     p.add_argument("--k", type=int, default=16, help="k-best lists cached (k <= this are prefixes)")
     p.add_argument("--width", type=int, default=16, help="beam width of the k-best decoding")
     p.add_argument("--learners", default=LEARNERS_DEFAULT,
@@ -1461,6 +1571,8 @@ def main(argv=None) -> int:
     if "reverse" in only:
         reverse_stage(paths, work, args.k, args.width, [int(x) for x in args.rerank_k.split(",")], overrides,
                       results)
+    if "combine" in only:
+        combine_stage(paths, work, args.k, args.width, [int(x) for x in args.rerank_k.split(",")], results)
     if "chunker" in only:
         chunker_stage(C.default_data_dir(CHUNK_DATASET) if args.data is None else args.data.parent / CHUNK_DATASET,
                       work, args.folds, args.k, args.width, args.chunker_epochs,
