@@ -602,7 +602,12 @@ cdef class ArcStandardSystem(TransitionSystem):
         same as score_path(oracle_path()) after set_sentence(atoms, tree...), for m trees over
         one span at once (the atoms bound once, the paths walked in C). heads and labels: (m, n)
         as set_sentence's gold (every head known: -1 root, else an index in the span); -inf for
-        a tree the oracle cannot reach (not projective). Leaves the span bound without gold."""
+        a tree the oracle cannot reach (not projective). Leaves the span bound without gold.
+
+        The trees of a k-best list share most of their paths: they are walked in the order of
+        their heads, and while a tree's path repeats the previous tree's actions it is in the
+        same state, so those actions' scores are taken from that walk instead of scoring the
+        state again (the same numbers: only the scoring is skipped)."""
         heads = numpy.ascontiguousarray(heads, dtype=numpy.int32)
         labels = numpy.ascontiguousarray(labels, dtype=numpy.int32)
         atoms = numpy.ascontiguousarray(atoms, dtype=numpy.uint64)
@@ -620,21 +625,40 @@ cdef class ArcStandardSystem(TransitionSystem):
         out = numpy.full((m,), -numpy.inf)
         if not m or not n:
             return out
+        # Walk order: lexicographic by heads (first word's head first), so neighbours share
+        # long path prefixes.
+        order = numpy.ascontiguousarray(numpy.lexsort(heads.T[::-1]), dtype=numpy.int64)
+        cdef const int64_t[::1] O = order
         cdef const int[:, ::1] H = heads
         cdef const int[:, ::1] L = labels
         cdef const int[:, ::1] K = kids
         cdef double[::1] o = out
         buf = bytearray(self.state_size)
         cdef char* st = buf
+        cdef int max_steps = 2 * n + 2
         cdef weight_t* scores = <weight_t*>calloc(self.n_actions, sizeof(weight_t))
-        if scores == NULL:
+        # the previous walk's actions and their scores, and the current walk's
+        cdef int* walk_actions = <int*>calloc(2 * max_steps, sizeof(int))
+        cdef double* walk_scores = <double*>calloc(2 * max_steps, sizeof(double))
+        if scores == NULL or walk_actions == NULL or walk_scores == NULL:
+            free(scores)
+            free(walk_actions)
+            free(walk_scores)
             raise MemoryError()
-        cdef int j, a, t
-        cdef double total
-        cdef bint ok
+        cdef int* prev_a = walk_actions
+        cdef int* cur_a = walk_actions + max_steps
+        cdef double* prev_s = walk_scores
+        cdef double* cur_s = walk_scores + max_steps
+        cdef int* swap_a
+        cdef double* swap_s
+        cdef int prev_len = 0
+        cdef int j, jj, a, t, step
+        cdef double total, value
+        cdef bint ok, shared
         try:
             with nogil:
-                for j in range(m):
+                for jj in range(m):
+                    j = <int>O[jj]
                     self.gold_heads = &H[j, 0]
                     self.gold_labels = &L[j, 0]
                     self.gold_kids = &K[j, 0]
@@ -642,14 +666,31 @@ cdef class ArcStandardSystem(TransitionSystem):
                     self.init_state(st)
                     total = 0.0
                     ok = True
+                    shared = True
+                    step = 0
                     while not self.is_final(st):
                         a = self.gold_action(st)
-                        if a < 0 or not self.is_valid(st, a):
+                        if a < 0 or not self.is_valid(st, a) or step >= max_steps:
                             ok = False
                             break
-                        self.score(st, scores)
-                        total += scores[a]
+                        if shared and step < prev_len and prev_a[step] == a:
+                            value = prev_s[step]
+                        else:
+                            shared = False
+                            self.score(st, scores)
+                            value = scores[a]
+                        cur_a[step] = a
+                        cur_s[step] = value
+                        total += value
                         self.transition(st, a)
+                        step += 1
+                    swap_a = prev_a
+                    prev_a = cur_a
+                    cur_a = swap_a
+                    swap_s = prev_s
+                    prev_s = cur_s
+                    cur_s = swap_s
+                    prev_len = step
                     if ok:
                         for t in range(n):
                             if self.arr(st, A_HEAD)[t] != H[j, t] or self.arr(st, A_LABEL)[t] != L[j, t]:
@@ -659,6 +700,8 @@ cdef class ArcStandardSystem(TransitionSystem):
                         o[j] = total
         finally:
             free(scores)
+            free(walk_actions)
+            free(walk_scores)
             self.has_gold = False
             self.gold_heads = self.gold_labels = self.gold_kids = NULL
         return out

@@ -347,6 +347,54 @@ def test_score_trees_walks_each_trees_oracle_path_as_score_path_does(bidirection
         system.score_trees(atoms, heads[:, :-1], labels, False)
 
 
+
+def test_score_trees_of_near_identical_trees_equal_their_own_paths_scores(bidirectional):
+    """score_trees reuses a walk's action scores while the next tree's path repeats it: on
+    k-best-like lists (a tree, a copy, trees with one or two words reattached or relabelled,
+    crossing ones among them, in random order) every score must still equal the tree's own path
+    score exactly."""
+    nlp, parser = bidirectional
+    system = parser.system
+    rng = numpy.random.default_rng(11)
+    n_labels = len(parser.cfg["labels"])
+    words, tags = ["I", "eat", "ham", "with", "eggs", "."], ["PRP", "VBP", "NN", "IN", "NNS", "."]
+    n_shared = 0
+    for _ in range(15):
+        n = int(rng.integers(3, 10))
+        idx = rng.integers(0, 6, n)
+        doc = Doc(nlp.vocab, words=[words[i] for i in idx], tags=[tags[i] for i in idx])
+        atoms = parser.model.atoms(doc)
+        base = _random_tree(rng, n)
+        base_labels = rng.integers(0, n_labels, n)
+        trees = [(base.copy(), base_labels.copy()), (base.copy(), base_labels.copy())]
+        for _ in range(8):
+            h, l = base.copy(), base_labels.copy()
+            for _ in range(int(rng.integers(1, 3))):
+                d = int(rng.choice(numpy.flatnonzero(h >= 0)))
+                below = {d}
+                while True:   # d's subtree: a new head from outside it keeps h a tree
+                    more = {x for x in range(n) if h[x] in below} - below
+                    if not more:
+                        break
+                    below |= more
+                h[d] = rng.choice([x for x in range(n) if x not in below])
+                if rng.random() < 0.3:
+                    l[d] = rng.integers(0, n_labels)
+            trees.append((h, l))
+        rng.shuffle(trees)
+        heads = numpy.array([h for h, _ in trees], dtype=numpy.int32)
+        labels = numpy.where(heads >= 0, numpy.array([l for _, l in trees]), -1).astype(numpy.int32)
+        got = system.score_trees(atoms, heads, labels, False)
+        for h, l, g in zip(heads, labels, got):
+            system.set_sentence(atoms, h, l, False)
+            path = system.oracle_path()
+            if path is None:
+                assert g == -numpy.inf
+            else:
+                assert g == system.score_path(path)
+                n_shared += 1
+    assert n_shared > 25
+
 def test_the_reversed_model_has_the_parsers_feature_filter_counted_on_reversed_trees(tmp_path):
     """min_feature_freq = 2: the reversed model updates only features seen at least twice along
     the reversed gold derivations (its own count, not the forward parser's), and keeps the
