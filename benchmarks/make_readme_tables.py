@@ -301,8 +301,11 @@ def build_speed_table(data: Dict[str, Any], baseline: Optional[Dict[str, Any]] =
     cells = _speed_cells(data, split)
     if not cells:
         return None
-    # Our figures before the speed work, when speed_baseline.json is from other code than speed.json.
-    base = _speed_cells(baseline, split) if baseline and baseline.get("code") != data.get("code") else {}
+    # Our figures before the speed work, when speed_baseline.json is from other code than speed.json
+    # measured on the same CPU model (words/s of different machines are not comparable).
+    cpu = lambda d: (d.get("machine") or {}).get("cpu")  # noqa: E731
+    base = (_speed_cells(baseline, split) if baseline and baseline.get("code") != data.get("code")
+            and cpu(baseline) == cpu(data) else {})
     tasks = [t for t in SPEED_TASKS if any(k[1] == t for k in cells)]
     tasks += sorted({k[1] for k in cells} - set(tasks))
     ours = lambda t: cells.get(("structperc", t), {})  # noqa: E731
