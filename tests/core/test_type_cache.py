@@ -48,6 +48,16 @@ def _frozen_weights(ts, sentences, rng, precision="float32"):
     return f
 
 
+def _loaded(seed, n_sentences, max_len, precision="float32", specs=SPECS):
+    """A TagSystem over frozen (loaded-model) weights trained on random sentences: (rng, the
+    template set, the sentences, the weights, the system)."""
+    rng = numpy.random.default_rng(seed)
+    ts = TemplateSet(specs, ATOMS)
+    sentences = [_sentence(rng, int(rng.integers(1, max_len))) for _ in range(n_sentences)]
+    f = _frozen_weights(ts, sentences, rng, precision)
+    return rng, ts, sentences, f, TagSystem(ts, f)
+
+
 @pytest.fixture()
 def cache_on():
     previous = tagging.set_type_cache(True)
@@ -57,11 +67,7 @@ def cache_on():
 
 @pytest.mark.parametrize("precision", ["float32", "float16", "int8"])
 def test_cached_static_scores_equal_the_sum_of_every_templates_row(precision, cache_on):
-    rng = numpy.random.default_rng(5)
-    ts = TemplateSet(SPECS, ATOMS)
-    sentences = [_sentence(rng, int(rng.integers(1, 15))) for _ in range(30)]
-    f = _frozen_weights(ts, sentences, rng, precision)
-    system = TagSystem(ts, f)
+    rng, ts, sentences, f, system = _loaded(5, 30, 15, precision)
     n_positions = 0
     for atoms in sentences:
         system.set_sentence(atoms)
@@ -155,11 +161,7 @@ def test_cached_history_word_scores_equal_every_templates_row_after_each_label(p
     # "t-1,w0" reads the previous label and atoms at offset 0 only: its row is cached per
     # (word values, previous label) beside the word-type entries. Every action score of every
     # state (each previous label, the start included) must equal the rows of all templates.
-    rng = numpy.random.default_rng(11)
-    ts = TemplateSet(SPECS, ATOMS)
-    sentences = [_sentence(rng, int(rng.integers(1, 12))) for _ in range(20)]
-    f = _frozen_weights(ts, sentences, rng, precision)
-    system = TagSystem(ts, f)
+    rng, ts, sentences, f, system = _loaded(11, 20, 12, precision)
     for atoms in sentences:
         system.set_sentence(atoms)
         for i in range(len(atoms)):
@@ -182,13 +184,9 @@ def test_cached_history_word_scores_equal_every_templates_row_after_each_label(p
 def test_history_templates_reading_other_offsets_are_not_cached_per_word(cache_on):
     # t-1 with w-1 (another offset) or t-2 with w0 (an older label): such a template's row is
     # not a function of (the word, label-1), so the position's scores stay exact per template.
-    rng = numpy.random.default_rng(12)
     specs = SPECS + [{"name": "t-1,w-1", "parts": [["hist", 1], [-1, "w"]]},
                      {"name": "t-2,w0", "parts": [["hist", 2], [0, "w"]]}]
-    ts = TemplateSet(specs, ATOMS)
-    sentences = [_sentence(rng, 8) for _ in range(6)]
-    f = _frozen_weights(ts, sentences, rng)
-    system = TagSystem(ts, f)
+    rng, ts, sentences, f, system = _loaded(12, 6, 9, specs=specs)
     for atoms in sentences:
         system.set_sentence(atoms)
         state = system.initial_state()
