@@ -69,6 +69,7 @@ cdef class TagSystem(TransitionSystem):
     cdef bint hw_ok                   # the direct templates qualify
     cdef bint hw_bound                # the bound sentence uses the cache
     cdef int* hw_cols
+    cdef int* hw_col_offset           # n_hw_cols zeros (the fingerprint reads offsets)
     cdef int n_hw_cols
     cdef hash_t* hw_fp
 
@@ -80,6 +81,7 @@ cdef class TagSystem(TransitionSystem):
     cdef const weight_t* type_vector(self, int g, int i) noexcept nogil
     cdef void _tc_fingerprint(self, int g, int i, hash_t* fp) noexcept nogil
     cdef void _tc_begin(self, size_t n_new) noexcept nogil
+    cdef size_t _tc_find(self, const hash_t* fp, bint* is_new) noexcept nogil
     cdef size_t _tc_slot(self, int g, int i, const hash_t* fp) noexcept nogil
     cdef int _tc_resize(self, size_t capacity) noexcept nogil
     cdef void _fill_static_rows(self) noexcept nogil

@@ -46,6 +46,25 @@ def type_cache():
     return _type_cache_on
 
 
+cdef inline void _fingerprint(const atom_t* atoms, int n_tokens, int n_cols, int i, const int* offsets,
+                              const int* cols, int n, hash_t seed, hash_t* fp) noexcept nogil:
+    # 128 bits over the values of n columns at position i + offsets[k] (a position outside the
+    # sentence reads the padding values, as the templates do); a used slot's second word is
+    # never 0.
+    cdef int k
+    cdef hash_t h1 = 0x243f6a8885a308d3ULL + seed
+    cdef hash_t h2 = 0x13198a2e03707344ULL ^ (seed << 32)
+    cdef atom_t v
+    for k in range(n):
+        v = atom_at(atoms, n_tokens, n_cols, i + offsets[k], cols[k])
+        h1 = (h1 ^ v) * 0x9e3779b97f4a7c15ULL
+        h1 ^= h1 >> 29
+        h2 = (h2 + v) * 0xc2b2ae3d27d4eb4fULL
+        h2 ^= h2 >> 31
+    fp[0] = mix64(h1)
+    fp[1] = mix64(h2) | 1
+
+
 cdef class TagSystem(TransitionSystem):
     def __init__(self, TemplateSet templates, AveragedWeights weights, allowed_transitions=None):
         """allowed_transitions: optional bool array (n_classes + 1, n_classes); row n_classes is
@@ -98,7 +117,8 @@ cdef class TagSystem(TransitionSystem):
                     cols.append(tpl.atom_col[k])
         self.n_hw_cols = len(cols)
         self.hw_cols = <int*>calloc(max(1, len(cols)), sizeof(int))
-        if self.hw_cols == NULL:
+        self.hw_col_offset = <int*>calloc(max(1, len(cols)), sizeof(int))   # all offset 0
+        if self.hw_cols == NULL or self.hw_col_offset == NULL:
             raise MemoryError()
         for k, col in enumerate(cols):
             self.hw_cols[k] = col
@@ -172,6 +192,7 @@ cdef class TagSystem(TransitionSystem):
 
     def __dealloc__(self):
         free(self.hw_cols)
+        free(self.hw_col_offset)
         free(self.hw_fp)
         free(self.group_templates)
         free(self.mixed_templates)
@@ -261,20 +282,9 @@ cdef class TagSystem(TransitionSystem):
         return 0
 
     cdef void _hw_fingerprint(self, int i, hash_t* fp) noexcept nogil:
-        # 128 bits over the history-word columns' values at position i (seeded apart from the
-        # word-type groups' fingerprints).
-        cdef int k
-        cdef hash_t h1 = 0x452821e638d01377ULL
-        cdef hash_t h2 = 0xbe5466cf34e90c6cULL
-        cdef atom_t v
-        for k in range(self.n_hw_cols):
-            v = self.atoms[i * self.templates.n_cols + self.hw_cols[k]]
-            h1 = (h1 ^ v) * 0x9e3779b97f4a7c15ULL
-            h1 ^= h1 >> 29
-            h2 = (h2 + v) * 0xc2b2ae3d27d4eb4fULL
-            h2 ^= h2 >> 31
-        fp[0] = h1
-        fp[1] = h2
+        # The history-word columns at position i (offset 0), seeded as one more group.
+        _fingerprint(self.atoms, self.n_tokens, self.templates.n_cols, i, self.hw_col_offset,
+                     self.hw_cols, self.n_hw_cols, <hash_t>self.n_groups, fp)
 
     def set_position_mask(self, allowed):
         """Restrict the labels of each position of the bound sentence ((n_tokens, n_classes) bool,
@@ -351,21 +361,10 @@ cdef class TagSystem(TransitionSystem):
         return &self.tc_vec[self._tc_slot(g, i, fp) * self.n_actions]
 
     cdef void _tc_fingerprint(self, int g, int i, hash_t* fp) noexcept nogil:
-        # 128 bits over the values of the columns group g reads at position i + its offset (a
-        # position outside the sentence reads the padding values, as the templates do).
-        cdef int k
-        cdef hash_t h1 = 0x243f6a8885a308d3ULL + <hash_t>g
-        cdef hash_t h2 = 0x13198a2e03707344ULL ^ (<hash_t>g << 32)
-        cdef atom_t v
-        for k in range(self.col_start[g], self.col_start[g + 1]):
-            v = atom_at(self.atoms, self.n_tokens, self.templates.n_cols, i + self.group_col_offset[k],
-                        self.group_cols[k])
-            h1 = (h1 ^ v) * 0x9e3779b97f4a7c15ULL
-            h1 ^= h1 >> 29
-            h2 = (h2 + v) * 0xc2b2ae3d27d4eb4fULL
-            h2 ^= h2 >> 31
-        fp[0] = mix64(h1)
-        fp[1] = mix64(h2) | 1          # a used slot's second word is never 0
+        # Group g's columns at position i + their offsets.
+        cdef int k0 = self.col_start[g]
+        _fingerprint(self.atoms, self.n_tokens, self.templates.n_cols, i, &self.group_col_offset[k0],
+                     &self.group_cols[k0], self.col_start[g + 1] - k0, <hash_t>g, fp)
 
     cdef void _tc_begin(self, size_t n_new) noexcept nogil:
         # Make room for n_new entries (so _tc_slot never moves the table): empty the table if
@@ -387,12 +386,13 @@ cdef class TagSystem(TransitionSystem):
             memset(self.tc_fp, 0, 2 * self.tc_capacity * sizeof(hash_t))
             self.tc_count = 0
 
-    cdef size_t _tc_slot(self, int g, int i, const hash_t* fp) noexcept nogil:
-        # The slot of fingerprint fp, its vector computed from group g's templates at position
-        # i if it is new (room reserved by _tc_begin).
-        cdef int C = self.n_actions, n
+    cdef size_t _tc_find(self, const hash_t* fp, bint* is_new) noexcept nogil:
+        # The slot of fingerprint fp; a new one (room reserved by _tc_begin) gets a zeroed
+        # vector for the caller to fill, and is_new set.
+        cdef int C = self.n_actions
         cdef size_t mask = self.tc_capacity - 1
         cdef size_t b = fp[0] & mask
+        is_new[0] = False
         while self.tc_fp[2 * b + 1] != 0:
             if self.tc_fp[2 * b] == fp[0] and self.tc_fp[2 * b + 1] == fp[1]:
                 return b
@@ -400,12 +400,21 @@ cdef class TagSystem(TransitionSystem):
         self.tc_fp[2 * b] = fp[0]
         self.tc_fp[2 * b + 1] = fp[1]
         self.tc_count += 1
-        cdef weight_t* vec = &self.tc_vec[b * C]
-        memset(vec, 0, C * sizeof(weight_t))
-        n = extract_features(&self.group_templates[self.group_start[g]],
-                             self.group_start[g + 1] - self.group_start[g], self.atoms,
-                             self.n_tokens, self.templates.n_cols, i, NULL, self._keys)
-        self.weights.add_rows(self._keys, n, vec)
+        memset(&self.tc_vec[b * C], 0, C * sizeof(weight_t))
+        is_new[0] = True
+        return b
+
+    cdef size_t _tc_slot(self, int g, int i, const hash_t* fp) noexcept nogil:
+        # The slot of fingerprint fp, its vector computed from group g's templates at position
+        # i if it is new (room reserved by _tc_begin).
+        cdef bint is_new
+        cdef int n
+        cdef size_t b = self._tc_find(fp, &is_new)
+        if is_new:
+            n = extract_features(&self.group_templates[self.group_start[g]],
+                                 self.group_start[g + 1] - self.group_start[g], self.atoms,
+                                 self.n_tokens, self.templates.n_cols, i, NULL, self._keys)
+            self.weights.add_rows(self._keys, n, &self.tc_vec[b * self.n_actions])
         return b
 
     cdef void _fill_static_rows(self) noexcept nogil:
@@ -513,26 +522,19 @@ cdef class TagSystem(TransitionSystem):
     cdef const weight_t* hw_vector(self, int i, const class_t* hist) noexcept nogil:
         # The direct history templates' summed row at position i after label hist[0], from the
         # word-type table (computed on a miss). Valid until the table's next change.
-        cdef int C = self.n_actions, n
-        cdef hash_t fp0, fp1
+        cdef hash_t fp[2]
         cdef hash_t label = <hash_t>(hist[0] + 2)
-        fp0 = mix64(self.hw_fp[2 * i] ^ (label * 0x9e3779b97f4a7c15ULL))
-        fp1 = mix64(self.hw_fp[2 * i + 1] + label * 0xc2b2ae3d27d4eb4fULL) | 1
+        cdef bint is_new
+        cdef int n
+        fp[0] = mix64(self.hw_fp[2 * i] ^ (label * 0x9e3779b97f4a7c15ULL))
+        fp[1] = mix64(self.hw_fp[2 * i + 1] + label * 0xc2b2ae3d27d4eb4fULL) | 1
         self._tc_begin(1)
-        cdef size_t mask = self.tc_capacity - 1
-        cdef size_t b = fp0 & mask
-        while self.tc_fp[2 * b + 1] != 0:
-            if self.tc_fp[2 * b] == fp0 and self.tc_fp[2 * b + 1] == fp1:
-                return &self.tc_vec[b * C]
-            b = (b + 1) & mask
-        self.tc_fp[2 * b] = fp0
-        self.tc_fp[2 * b + 1] = fp1
-        self.tc_count += 1
-        cdef weight_t* vec = &self.tc_vec[b * C]
-        memset(vec, 0, C * sizeof(weight_t))
-        n = extract_features(self.direct_templates, self.n_direct, self.atoms, self.n_tokens,
-                             self.templates.n_cols, i, hist, self._keys)
-        self.weights.add_rows(self._keys, n, vec)
+        cdef size_t b = self._tc_find(fp, &is_new)
+        cdef weight_t* vec = &self.tc_vec[b * self.n_actions]
+        if is_new:
+            n = extract_features(self.direct_templates, self.n_direct, self.atoms, self.n_tokens,
+                                 self.templates.n_cols, i, hist, self._keys)
+            self.weights.add_rows(self._keys, n, vec)
         return vec
 
     cdef void history_scores(self, int i, const class_t* hist, weight_t* out) noexcept nogil:
