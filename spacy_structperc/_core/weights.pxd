@@ -84,10 +84,11 @@ cdef class AveragedWeights:
     cdef size_t _jcap
     cdef size_t _jstart_rows
     cdef bint _journal_lost        # a reload or resize dropped a started journal
-    # Hot loaded rows, widened at load into dense float32 rows of _dense_stride floats: rows
+    # Hot loaded rows, widened at load into dense rows of _dense_stride values: rows
     # with at least a quarter of their classes nonzero (the bias-like features most lookups
     # hit). Their bucket's row carries slot + 1 above ROW_BITS, so one probe finds them.
-    cdef float* _dense
+    cdef char* _dense              # float32 rows, or float16 ones (_dense_half) for a float16 table
+    cdef bint _dense_half
     cdef readonly size_t n_dense
     cdef size_t _dense_stride
     cdef bint _full_rows_in_order   # every row with all C classes lists them 0..C-1

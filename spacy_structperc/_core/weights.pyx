@@ -319,6 +319,7 @@ cdef class AveragedWeights:
         self._jstart_rows = 0
         self._journal_lost = False
         self._dense = NULL
+        self._dense_half = False
         self.n_dense = 0
         self._dense_stride = 0
         if self._table == NULL:
@@ -488,9 +489,9 @@ cdef class AveragedWeights:
 
     cdef int _widen_hot_rows(self, size_t max_bytes) except -1 nogil:
         # Loaded rows with at least a quarter of their classes nonzero (full ones only when
-        # all fit), widened into dense
-        # float32 rows (by _frozen_row, so a dense row holds what its sparse add would add),
-        # as many as fit in max_bytes: a tagger's lookups hit rows of ~29 nonzero weights on
+        # all fit), widened into dense rows (float16 for a float16 table, else float32 by
+        # _frozen_row; either way a dense row adds what its sparse add would add), as many as
+        # fit in max_bytes: a tagger's lookups hit rows of ~29 nonzero weights on
         # average, a parser's ~46, all in a few thousand rows, and a dense row is added with
         # SIMD after one read instead of a scatter after three.
         self._drop_hot_rows()
@@ -498,9 +499,18 @@ cdef class AveragedWeights:
         cdef size_t e
         cdef const uint8_t* c8 = <const uint8_t*>self._cols
         cdef const uint16_t* c16 = <const uint16_t*>self._cols
+        # A float16 table's rows stay float16 (four cache lines a parser row instead of seven,
+        # and the same sums: widening a saved half is exact either way, here or while adding);
+        # float32 and int8 rows become float32.
+        cdef bint half = self.frozen_type == FROZEN_F16
+        cdef size_t item = 2 if half else sizeof(float)
         cdef size_t stride = (C + 15) & ~(<size_t>15)      # whole 64-byte lines
+        if half:
+            stride = (C + 31) & ~(<size_t>31)
         cdef size_t b, r, count, n = 0, n_full = 0, slot = 0
-        cdef size_t limit = max_bytes // (stride * sizeof(float))
+        cdef size_t limit = max_bytes // (stride * item)
+        cdef const uint16_t* h = <const uint16_t*>self._Q
+        cdef uint16_t* row16
         cdef bint with_full = True
         self._full_rows_in_order = True
         for r in range(self.n_rows):
@@ -524,7 +534,7 @@ cdef class AveragedWeights:
         n = min(n, limit, <size_t>((1 << 23) - 2))
         if n == 0:
             return 0
-        cdef float* dense = <float*>calloc(n * stride, sizeof(float))
+        cdef char* dense = <char*>calloc(n * stride, item)
         if dense == NULL:
             return 0     # an optimization only: the sparse rows serve every lookup
         for b in range(self._capacity):
@@ -535,10 +545,16 @@ cdef class AveragedWeights:
             r = <size_t>self._table[b].row
             count = self._indptr[r + 1] - self._indptr[r]
             if count * 4 >= C and (with_full or count < C):
-                self._frozen_row(r, &dense[slot * stride])
+                if half:
+                    row16 = <uint16_t*>(dense + slot * stride * item)
+                    for e in range(self._indptr[r], self._indptr[r + 1]):
+                        row16[c16[e] if self._wide_cols else c8[e]] = h[e]
+                else:
+                    self._frozen_row(r, <float*>(dense + slot * stride * item))
                 slot += 1
                 self._table[b].row = <int64_t>(r | (slot << ROW_BITS))
         self._dense = dense
+        self._dense_half = half
         self._dense_stride = stride
         self.n_dense = n
         return 0
@@ -691,7 +707,8 @@ cdef class AveragedWeights:
         cdef size_t lo, hi, line
         cdef size_t item = 4 if kind == FROZEN_F32 else 2 if kind == FROZEN_F16 else 1
         cdef size_t col_item = 2 if self._wide_cols else 1
-        cdef size_t row_bytes = self._dense_stride * sizeof(float)
+        cdef bint half = self._dense_half
+        cdef size_t row_bytes = self._dense_stride * (2 if half else sizeof(float))
         cdef const char* vals = <const char*>self._Q
         cdef const char* cols = <const char*>self._cols
         cdef const char* dense = <const char*>self._dense
@@ -720,7 +737,12 @@ cdef class AveragedWeights:
             for j in range(n_found):
                 v = found[j]
                 if v > ROW_MASK:
-                    add_dense(<const float*>(dense + ((v >> ROW_BITS) - 1) * row_bytes), scores, C)
+                    if not half:
+                        add_dense(<const float*>(dense + ((v >> ROW_BITS) - 1) * row_bytes), scores, C)
+                    elif _f16c:
+                        add_full_f16_f16c(<const uint16_t*>(dense + ((v >> ROW_BITS) - 1) * row_bytes), scores, C)
+                    else:
+                        add_full_f16_soft(<const uint16_t*>(dense + ((v >> ROW_BITS) - 1) * row_bytes), scores, C)
                 else:
                     _add_sparse(self, v, scores)
 
@@ -1499,7 +1521,7 @@ cdef class AveragedWeights:
 
     def widen_hot_rows(self, size_t max_bytes=HOT_ROW_BYTES):
         """Widen a loaded table's hot rows (at least a quarter of their classes nonzero) into
-        dense float32 rows, at most `max_bytes` of them (0: none, every row read sparse).
+        dense rows (float16 for a float16 table, else float32), at most `max_bytes` of them (0: none, every row read sparse).
         load_frozen does this with the default; scores are the same to the bit either way.
         Returns how many rows are dense."""
         if self.frozen_type == FROZEN_NONE:
