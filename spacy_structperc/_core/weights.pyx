@@ -181,14 +181,19 @@ def half_to_float_array(values):
 
 MAX_CLASSES = 65535   # accumulators are keyed by (row << 16 | class)
 
-# A loaded table's bucket holds row | (dense slot + 1) << ROW_BITS (see _widen_hot_rows).
+# What a loaded table's bucket holds for its row: a hot row's index | (dense slot + 1) <<
+# ROW_BITS (see _widen_hot_rows); a sparse row's entries, SPARSE_REF | first entry | count <<
+# ROW_BITS, so scoring reads them without the row bounds in between (see _encode_refs); or the
+# row's index (an empty row's, an int8 row's: its scale is read by row).
 cdef extern from *:
     """
     #define STRUCTPERC_ROW_BITS 40
     #define STRUCTPERC_ROW_MASK ((int64_t)0xFFFFFFFFFFLL)
+    #define STRUCTPERC_SPARSE_REF ((int64_t)1 << 62)
     """
     const int ROW_BITS "STRUCTPERC_ROW_BITS"
     const int64_t ROW_MASK "STRUCTPERC_ROW_MASK"
+    const int64_t SPARSE_REF "STRUCTPERC_SPARSE_REF"
 # Widened hot rows take at most this many bytes, beyond the file's own (a quarter-dense row of
 # a parser's 108 classes is ~30 entries; EWT models widen 1-3 MB of rows).
 cdef size_t HOT_ROW_BYTES = 32 << 20
@@ -239,18 +244,22 @@ cdef inline int _find_block(AveragedWeights self, const hash_t* keys, int start,
 
 
 cdef inline void _add_sparse(AveragedWeights self, int64_t r, weight_t* out) noexcept nogil:
-    # out += sparse row r of a frozen table: the one dequantization formula (scale * q in
-    # float32 for int8, exact widening for float16), shared by scoring and export, so scores
-    # and exported weights agree to the bit.
+    # out += sparse row r of a frozen table.
+    _add_entries(self, self._indptr[r], self._indptr[r + 1],
+                 self._scales[r] if self.frozen_type == FROZEN_I8 else 0, out)
+
+
+cdef inline void _add_entries(AveragedWeights self, size_t lo, size_t hi, weight_t s,
+                              weight_t* out) noexcept nogil:
+    # out += the entries lo..hi - 1 of a frozen table (one row's; s: an int8 row's scale): the
+    # one dequantization formula (scale * q in float32 for int8, exact widening for float16),
+    # shared by scoring and export, so scores and exported weights agree to the bit.
     cdef size_t e
-    cdef size_t lo = self._indptr[r]
-    cdef size_t hi = self._indptr[r + 1]
     cdef const uint8_t* c8 = <const uint8_t*>self._cols
     cdef const uint16_t* c16 = <const uint16_t*>self._cols
     cdef const int8_t* q = <const int8_t*>self._Q
     cdef const uint16_t* h = <const uint16_t*>self._Q
     cdef const weight_t* f = <const weight_t*>self._Q
-    cdef weight_t s
     if hi - lo == <size_t>self.n_classes and self._full_rows_in_order and self.frozen_type != FROZEN_I8:
         # A full row's entries are its classes in order (load checked): a dense add, no
         # class reads.
@@ -262,7 +271,6 @@ cdef inline void _add_sparse(AveragedWeights self, int64_t r, weight_t* out) noe
             add_full_f16_soft(&h[lo], out, self.n_classes)
         return
     if self.frozen_type == FROZEN_I8:
-        s = self._scales[r]
         if self._wide_cols:
             for e in range(lo, hi):
                 out[c16[e]] += s * <weight_t>q[e]
@@ -362,7 +370,40 @@ cdef class AveragedWeights:
 
     cdef int64_t find(self, hash_t key) noexcept nogil:
         cdef int64_t r = self._probe(key)
-        return r & ROW_MASK if r >= 0 else -1
+        return self._row_of(r) if r >= 0 else -1
+
+    cdef int64_t _row_of(self, int64_t v) noexcept nogil:
+        # The row index of what a bucket holds (see SPARSE_REF). A sparse reference names its
+        # first entry: its row is the last one starting there (rows before it that start there
+        # too are empty, and an empty row's bucket holds its index).
+        if v < SPARSE_REF:
+            return v & ROW_MASK
+        cdef size_t at = <size_t>(v & ROW_MASK)
+        cdef size_t lo = 0, hi = self.n_rows, mid
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if self._indptr[mid] <= at:
+                lo = mid
+            else:
+                hi = mid
+        return <int64_t>lo
+
+    cdef int64_t _ref_of(self, size_t r) noexcept nogil:
+        # What row r's bucket holds when it is not a hot row (see SPARSE_REF).
+        cdef size_t lo = self._indptr[r]
+        cdef size_t count = self._indptr[r + 1] - lo
+        if self.frozen_type == FROZEN_I8 or count == 0 or count > 0xFFFF or lo > <size_t>ROW_MASK:
+            return <int64_t>r
+        return SPARSE_REF | <int64_t>lo | (<int64_t>count << ROW_BITS)
+
+    cdef void _encode_refs(self) noexcept nogil:
+        # Every loaded row that is not hot gets its entries' reference in its bucket.
+        cdef size_t b
+        cdef int64_t v
+        for b in range(self._capacity):
+            v = self._table[b].row
+            if self._table[b].key != 0 and (v <= ROW_MASK or v >= SPARSE_REF):
+                self._table[b].row = self._ref_of(<size_t>self._row_of(v))
 
     cdef int64_t _probe(self, hash_t key) noexcept nogil:
         # The bucket's row as stored: a loaded table's hot rows carry their dense slot + 1
@@ -466,10 +507,13 @@ cdef class AveragedWeights:
         if W == NULL:
             with gil:
                 raise MemoryError("could not allocate the weight rows")
-        cdef size_t r
+        cdef size_t r, b
         for r in range(self.n_rows):
             self._frozen_row(r, &W[r * C])
         self._drop_hot_rows()
+        for b in range(self._capacity):
+            if self._table[b].key != 0:
+                self._table[b].row = self._row_of(self._table[b].row)
         free(self._W)
         self._W = W
         self._rows_capacity = cap
@@ -531,7 +575,7 @@ cdef class AveragedWeights:
             # place, densely, so only the others are widened.
             with_full = False
             n -= n_full
-        n = min(n, limit, <size_t>((1 << 23) - 2))
+        n = min(n, limit, <size_t>((1 << 21) - 2))   # slot + 1 below bit 62 (SPARSE_REF)
         if n == 0:
             return 0
         cdef char* dense = <char*>calloc(n * stride, item)
@@ -542,7 +586,7 @@ cdef class AveragedWeights:
                 break
             if self._table[b].key == 0:
                 continue
-            r = <size_t>self._table[b].row
+            r = <size_t>self._row_of(self._table[b].row)
             count = self._indptr[r + 1] - self._indptr[r]
             if count * 4 >= C and (with_full or count < C):
                 if half:
@@ -564,7 +608,8 @@ cdef class AveragedWeights:
         if self._dense == NULL:
             return
         for b in range(self._capacity):
-            self._table[b].row &= ROW_MASK
+            if self._table[b].key != 0 and ROW_MASK < self._table[b].row < SPARSE_REF:
+                self._table[b].row = self._ref_of(<size_t>(self._table[b].row & ROW_MASK))
         free(self._dense)
         self._dense = NULL
         self.n_dense = 0
@@ -698,9 +743,10 @@ cdef class AveragedWeights:
 
     cdef void _add_frozen_rows(self, const hash_t* keys, int n_keys, weight_t* scores) noexcept nogil:
         # add_rows for loaded rows, dequantized while adding. A hot row is one dependent read
-        # after its bucket (a dense float32 row, added with SIMD); a sparse row is three (bucket,
-        # row bounds, entries). So a block of keys is taken one stage at a time, every read of a
-        # stage prefetched first; rows are still added in key order, so sums are the same to the
+        # after its bucket (a dense row, added with SIMD); so is a sparse row whose bucket holds
+        # its entries' reference (float32 and float16 tables); an int8 row is two (row bounds
+        # and scale, then entries). So a block of keys is taken one stage at a time, every read
+        # of a stage prefetched first; rows are still added in key order, so sums are the same to the
         # bit as row-by-row sparse adds (a dense row's zeros add nothing).
         cdef int j, n_found, C = self.n_classes
         cdef int kind = self.frozen_type
@@ -719,7 +765,12 @@ cdef class AveragedWeights:
             n_found = _find_block(self, keys, start, min(n_keys, start + 64), found)
             for j in range(n_found):
                 v = found[j]
-                if v > ROW_MASK:
+                if v >= SPARSE_REF:
+                    lo = <size_t>(v & ROW_MASK)
+                    prefetch(vals + lo * item)
+                    if <int>((v >> ROW_BITS) & 0xFFFF) < C or not self._full_rows_in_order:
+                        prefetch(cols + lo * col_item)
+                elif v > ROW_MASK:
                     for line in range(0, row_bytes, 64):
                         prefetch(dense + ((v >> ROW_BITS) - 1) * row_bytes + line)
                 else:
@@ -736,7 +787,10 @@ cdef class AveragedWeights:
                         prefetch(cols + lo * col_item)
             for j in range(n_found):
                 v = found[j]
-                if v > ROW_MASK:
+                if v >= SPARSE_REF:
+                    lo = <size_t>(v & ROW_MASK)
+                    _add_entries(self, lo, lo + <size_t>((v >> ROW_BITS) & 0xFFFF), 0, scores)
+                elif v > ROW_MASK:
                     if not half:
                         add_dense(<const float*>(dense + ((v >> ROW_BITS) - 1) * row_bytes), scores, C)
                     elif _f16c:
@@ -972,7 +1026,7 @@ cdef class AveragedWeights:
         for i in range(self._capacity):
             if self._table[i].key != 0:
                 k[j] = self._table[i].key
-                r[j] = self._table[i].row & ROW_MASK
+                r[j] = self._row_of(self._table[i].row)
                 j += 1
         order = numpy.argsort(keys, kind="stable")
         keys = keys[order]
@@ -1164,7 +1218,7 @@ cdef class AveragedWeights:
         for i in range(self._capacity):
             if self._table[i].key == 0:
                 continue
-            r = <size_t>self._table[i].row
+            r = <size_t>self._row_of(self._table[i].row)
             if r >= self._jstart_rows or self._row_dirty(r):
                 k[j] = self._table[i].key
                 nw[j] = r >= self._jstart_rows
@@ -1426,7 +1480,7 @@ cdef class AveragedWeights:
         cdef size_t i
         for i in range(self._capacity):
             if self._table[i].key != 0:
-                k[self._table[i].row & ROW_MASK] = self._table[i].key
+                k[self._row_of(self._table[i].row)] = self._table[i].key
         return keys
 
     def load_frozen(self, keys, indptr, cols, values, scales=None):
@@ -1516,6 +1570,7 @@ cdef class AveragedWeights:
         self._scales = <const float*><size_t>scales.ctypes.data if kind == FROZEN_I8 else NULL
         self.frozen_type = kind
         with nogil:
+            self._encode_refs()
             self._widen_hot_rows(HOT_ROW_BYTES)
         self.version += 1
 

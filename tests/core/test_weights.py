@@ -550,3 +550,33 @@ def test_a_full_row_out_of_class_order_is_still_read_by_its_classes(dtype):
     for budget in (0, 1 << 20):
         f.widen_hot_rows(budget)
         assert f.score([3, 7]).tolist() == [9.0, 9.0, 9.0, 9.0]
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_a_loaded_key_finds_its_own_row_among_empty_ones(precision):
+    # A sparse row's bucket holds where its entries start, not its index (see SPARSE_REF), and
+    # empty rows start where the next row does: each key must still find its own row, before
+    # and after hot rows are widened and dropped, and score what that row holds.
+    rng = numpy.random.default_rng(11)
+    C, n = 8, 400
+    dense = rng.normal(0.0, 1.0, size=(n, C)).astype(numpy.float32)
+    dense[rng.random(n) < 0.5] = 0.0                     # runs of empty rows
+    dense[rng.random((n, C)) < 0.7] = 0.0
+    keys = numpy.array(_random_keys(rng, n), dtype=numpy.uint64)
+    counts, cols, values, scales = sparse_rows(dense, precision)
+    assert (counts == 0).sum() > 100
+    indptr = numpy.concatenate([[0], numpy.cumsum(counts)]).astype(numpy.uint32)
+    f = AveragedWeights(C, 1)
+    f.load_frozen(keys, indptr, cols, values, scales)
+    expected = [f.score([k]) for k in keys]
+    for budget in (None, 0, 1 << 20):
+        if budget is not None:
+            f.widen_hot_rows(budget)
+        assert f.rows_of(keys).tolist() == list(range(n))
+        assert numpy.array_equal(f._frozen_keys(), keys)
+        for k, e in zip(keys, expected):
+            assert numpy.array_equal(f.score([k]), e)
+        for i in range(0, n, 7):
+            row = numpy.zeros((C,), dtype=numpy.float32)
+            row[cols[indptr[i]:indptr[i + 1]]] = 1.0
+            assert (f.score([keys[i]]) != 0).tolist() == (row != 0).tolist()
