@@ -500,19 +500,23 @@ class StructuredParser(PerceptronPipe):
             return
         heads = numpy.concatenate([h for h, _ in predictions])
         classes = numpy.concatenate([c for _, c in predictions])
-        lengths = [len(h) for h, _ in predictions]
-        positions = numpy.concatenate([numpy.arange(n) for n in lengths])
+        lengths = numpy.array([len(h) for h, _ in predictions], dtype=numpy.int64)
+        starts = numpy.zeros_like(lengths)
+        numpy.cumsum(lengths[:-1], out=starts[1:])
+        positions = numpy.arange(len(heads)) - numpy.repeat(starts, lengths)
         values = numpy.zeros((len(heads), 2), dtype=numpy.uint64)
         values[:, 0] = (heads - positions).astype(numpy.int64).view(numpy.uint64)
         values[:, 1] = self._label_values[classes]
-        decorated = self._decorated[classes]
-        start = 0
-        for doc, n in zip(docs, lengths):
+        # Which Docs got a decorated label, in one pass (empty Docs have none).
+        nonempty = lengths > 0
+        decorated = numpy.zeros((len(lengths),), dtype=bool)
+        if nonempty.any():
+            decorated[nonempty] = numpy.logical_or.reduceat(self._decorated[classes], starts[nonempty])
+        for doc, a, n, deco in zip(docs, starts.tolist(), lengths.tolist(), decorated.tolist()):
             if n:
-                doc.from_array([HEAD, DEP], cast(Ints2d, values[start:start + n]))
-                if decorated[start:start + n].any():
+                doc.from_array([HEAD, DEP], cast(Ints2d, values[a:a + n]))
+                if deco:
                     deprojectivize(doc)
-                start += n
 
     # Training ----------------------------------------------------------------------------------
 

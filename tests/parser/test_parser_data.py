@@ -79,6 +79,7 @@ def test_projectivize_then_deprojectivize_restores_nonprojective_ewt_trees(ewt_t
     nlp.initialize(lambda: examples)
     system = parser.system
     restored = 0
+    written = []
     for eg in examples:
         gold = ([t.head.i for t in eg.reference], [t.dep_ for t in eg.reference])
         heads, deps = eg.get_aligned_parse(projectivize=True)
@@ -100,6 +101,26 @@ def test_projectivize_then_deprojectivize_restores_nonprojective_ewt_trees(ewt_t
         ours_restores = ([t.head.i for t in doc], [t.dep_ for t in doc]) == gold
         assert ours_restores == scheme_restores, eg.reference.text
         restored += ours_restores
+        written.append((doc, out_heads, out_labels))
+    # One batch (an empty Doc and projective trees among them) writes what one Doc at a time does.
+    batch, predictions = [], []
+    for k, (doc, h, l) in enumerate(written[:60]):
+        batch.append(Doc(nlp.vocab, words=[t.text for t in doc]))
+        predictions.append((h, l))
+        if k % 7 == 3:
+            batch.append(Doc(nlp.vocab, words=[]))
+            predictions.append((numpy.zeros((0,), dtype=numpy.int64), numpy.zeros((0,), dtype=numpy.int64)))
+        if k % 5 == 1:
+            n = len(doc)
+            batch.append(Doc(nlp.vocab, words=[t.text for t in doc]))
+            predictions.append((numpy.arange(n), numpy.full((n,), len(parser.cfg["labels"]))))
+    parser.set_annotations(batch, predictions)
+    one_by_one = [Doc(nlp.vocab, words=[t.text for t in d]) for d in batch]
+    for d, p in zip(one_by_one, predictions):
+        parser.set_annotations([d], [p])
+    assert any(len(d) == 0 for d in batch)
+    for a, b in zip(batch, one_by_one):
+        assert [(t.head.i, t.dep_) for t in a] == [(t.head.i, t.dep_) for t in b]
     assert len(examples) == 288
     # Measured: 262 of 288 come back exactly; the others are the HEAD scheme's own
     # ambiguity (another token with the original head's label is found first).
