@@ -555,6 +555,7 @@ cdef class AveragedWeights:
         cdef size_t limit = max_bytes // (stride * item)
         cdef const uint16_t* h = <const uint16_t*>self._Q
         cdef uint16_t* row16
+        cdef int64_t v
         cdef bint with_full = True
         self._full_rows_in_order = True
         for r in range(self.n_rows):
@@ -586,7 +587,12 @@ cdef class AveragedWeights:
                 break
             if self._table[b].key == 0:
                 continue
-            r = <size_t>self._row_of(self._table[b].row)
+            v = self._table[b].row
+            if v >= SPARSE_REF:   # the count is in the reference: no search for a row not hot
+                count = <size_t>((v >> ROW_BITS) & 0xFFFF)
+                if count * 4 < C or (count == C and not with_full):
+                    continue
+            r = <size_t>self._row_of(v)
             count = self._indptr[r + 1] - self._indptr[r]
             if count * 4 >= C and (with_full or count < C):
                 if half:
