@@ -1024,16 +1024,9 @@ cdef class AveragedWeights:
         are left out (all zero, with the default 0).
         """
         cdef size_t C = self.n_classes
-        keys = numpy.zeros((self.n_rows,), dtype=numpy.uint64)
-        rows = numpy.zeros((self.n_rows,), dtype=numpy.int64)
-        cdef uint64_t[::1] k = keys
-        cdef int64_t[::1] r = rows
-        cdef size_t i, j = 0, c
-        for i in range(self._capacity):
-            if self._table[i].key != 0:
-                k[j] = self._table[i].key
-                r[j] = self._row_of(self._table[i].row)
-                j += 1
+        keys, rows = self._keys_and_rows()
+        cdef int64_t[::1] r
+        cdef size_t i, c
         order = numpy.argsort(keys, kind="stable")
         keys = keys[order]
         rows = rows[order]
@@ -1481,13 +1474,34 @@ cdef class AveragedWeights:
 
     def _frozen_keys(self):
         # The keys of a frozen table in row order (the order they were loaded in).
+        keys, rows = self._keys_and_rows()
+        out = numpy.zeros((self.n_rows,), dtype=numpy.uint64)
+        out[rows] = keys
+        return out
+
+    def _keys_and_rows(self):
+        # Every key and its row index, in bucket order. A sparse reference names its row's first
+        # entry, which no other nonempty row starts at (see _row_of): one table from first
+        # entry to row serves all of them.
         keys = numpy.zeros((self.n_rows,), dtype=numpy.uint64)
+        held = numpy.zeros((self.n_rows,), dtype=numpy.int64)
         cdef uint64_t[::1] k = keys
-        cdef size_t i
+        cdef int64_t[::1] h = held
+        cdef size_t i, j = 0
         for i in range(self._capacity):
             if self._table[i].key != 0:
-                k[self._row_of(self._table[i].row)] = self._table[i].key
-        return keys
+                k[j] = self._table[i].key
+                h[j] = self._table[i].row
+                j += 1
+        rows = held & ROW_MASK
+        refs = held >= SPARSE_REF
+        if refs.any():
+            bounds = self._frozen_owner[0].astype(numpy.int64)
+            nonempty = numpy.flatnonzero(bounds[1:] > bounds[:-1])
+            row_at = numpy.zeros((int(bounds[-1]),), dtype=numpy.int32 if self.n_rows < 2 ** 31 else numpy.int64)
+            row_at[bounds[nonempty]] = nonempty
+            rows[refs] = row_at[rows[refs]]
+        return keys, rows
 
     def load_frozen(self, keys, indptr, cols, values, scales=None):
         """Take a saved model's sparse rows where they lie, without copying them: row i (of key
