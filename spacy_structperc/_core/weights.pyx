@@ -752,8 +752,8 @@ cdef class AveragedWeights:
         # after its bucket (a dense row, added with SIMD); so is a sparse row whose bucket holds
         # its entries' reference (float32 and float16 tables); an int8 row is two (row bounds
         # and scale, then entries). So a block of keys is taken one stage at a time, every read
-        # of a stage prefetched first; rows are still added in key order, so sums are the same to the
-        # bit as row-by-row sparse adds (a dense row's zeros add nothing).
+        # of a stage prefetched first; rows are still added in key order, so sums are the same
+        # to the bit as row-by-row sparse adds (a dense row's zeros add nothing).
         cdef int j, n_found, C = self.n_classes
         cdef int kind = self.frozen_type
         cdef size_t lo, hi, line
@@ -1596,7 +1596,8 @@ cdef class AveragedWeights:
 
     def widen_hot_rows(self, size_t max_bytes=HOT_ROW_BYTES):
         """Widen a loaded table's hot rows (at least a quarter of their classes nonzero) into
-        dense rows (float16 for a float16 table, else float32), at most `max_bytes` of them (0: none, every row read sparse).
+        dense rows (float16 for a float16 table, else float32), at most `max_bytes` of them (0:
+        none, every row read sparse).
         load_frozen does this with the default; scores are the same to the bit either way.
         Returns how many rows are dense."""
         if self.frozen_type == FROZEN_NONE:
