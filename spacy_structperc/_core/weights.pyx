@@ -507,13 +507,25 @@ cdef class AveragedWeights:
         if W == NULL:
             with gil:
                 raise MemoryError("could not allocate the weight rows")
+        # Buckets get their row index back; a sparse reference's row is looked up in a table
+        # from first entry to row (one pass, not a search per bucket; see _row_of).
         cdef size_t r, b
+        cdef int64_t v
+        cdef int64_t* row_at = <int64_t*>malloc(max(<size_t>self._indptr[self.n_rows], <size_t>1) * sizeof(int64_t))
+        if row_at == NULL:
+            free(W)
+            with gil:
+                raise MemoryError("could not allocate the weight rows")
         for r in range(self.n_rows):
             self._frozen_row(r, &W[r * C])
+            if self._indptr[r + 1] > self._indptr[r]:
+                row_at[self._indptr[r]] = <int64_t>r
         self._drop_hot_rows()
         for b in range(self._capacity):
+            v = self._table[b].row
             if self._table[b].key != 0:
-                self._table[b].row = self._row_of(self._table[b].row)
+                self._table[b].row = row_at[v & ROW_MASK] if v >= SPARSE_REF else v & ROW_MASK
+        free(row_at)
         free(self._W)
         self._W = W
         self._rows_capacity = cap
