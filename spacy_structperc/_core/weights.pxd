@@ -96,6 +96,7 @@ cdef class AveragedWeights:
     cdef int64_t find(self, hash_t key) noexcept nogil
     cdef int64_t _probe(self, hash_t key) noexcept nogil
     cdef int64_t _row_of(self, int64_t v) noexcept nogil
+    cdef int64_t* _rows_by_entry(self) noexcept nogil
     cdef int64_t _ref_of(self, size_t r) noexcept nogil
     cdef void _encode_refs(self) noexcept nogil
     cdef int _widen_hot_rows(self, size_t max_bytes) except -1 nogil

@@ -388,6 +388,18 @@ cdef class AveragedWeights:
                 hi = mid
         return <int64_t>lo
 
+    cdef int64_t* _rows_by_entry(self) noexcept nogil:
+        # For listing many buckets' rows at once: a table (the caller frees it; NULL when out of
+        # memory) from each nonempty row's first entry to the row, the entry a sparse reference
+        # names (see _row_of). One int64 per stored weight.
+        cdef size_t r
+        cdef int64_t* row_at = <int64_t*>malloc(max(<size_t>self._indptr[self.n_rows], <size_t>1) * sizeof(int64_t))
+        if row_at != NULL:
+            for r in range(self.n_rows):
+                if self._indptr[r + 1] > self._indptr[r]:
+                    row_at[self._indptr[r]] = <int64_t>r
+        return row_at
+
     cdef int64_t _ref_of(self, size_t r) noexcept nogil:
         # What row r's bucket holds when it is not a hot row (see SPARSE_REF).
         cdef size_t lo = self._indptr[r]
@@ -507,19 +519,17 @@ cdef class AveragedWeights:
         if W == NULL:
             with gil:
                 raise MemoryError("could not allocate the weight rows")
-        # Buckets get their row index back; a sparse reference's row is looked up in a table
-        # from first entry to row (one pass, not a search per bucket; see _row_of).
+        # Buckets get their row index back (one pass through _rows_by_entry, not a search per
+        # bucket).
         cdef size_t r, b
         cdef int64_t v
-        cdef int64_t* row_at = <int64_t*>malloc(max(<size_t>self._indptr[self.n_rows], <size_t>1) * sizeof(int64_t))
+        cdef int64_t* row_at = self._rows_by_entry()
         if row_at == NULL:
             free(W)
             with gil:
                 raise MemoryError("could not allocate the weight rows")
         for r in range(self.n_rows):
             self._frozen_row(r, &W[r * C])
-            if self._indptr[r + 1] > self._indptr[r]:
-                row_at[self._indptr[r]] = <int64_t>r
         self._drop_hot_rows()
         for b in range(self._capacity):
             v = self._table[b].row
@@ -1492,27 +1502,26 @@ cdef class AveragedWeights:
         return out
 
     def _keys_and_rows(self):
-        # Every key and its row index, in bucket order. A sparse reference names its row's first
-        # entry, which no other nonempty row starts at (see _row_of): one table from first
-        # entry to row serves all of them.
+        # Every key and its row index, in bucket order (sparse references through
+        # _rows_by_entry, not a search per key).
         keys = numpy.zeros((self.n_rows,), dtype=numpy.uint64)
-        held = numpy.zeros((self.n_rows,), dtype=numpy.int64)
+        rows = numpy.zeros((self.n_rows,), dtype=numpy.int64)
         cdef uint64_t[::1] k = keys
-        cdef int64_t[::1] h = held
+        cdef int64_t[::1] r = rows
         cdef size_t i, j = 0
+        cdef int64_t v
+        cdef int64_t* row_at = NULL
+        if self.frozen_type != FROZEN_NONE and self.frozen_type != FROZEN_I8:
+            row_at = self._rows_by_entry()
+            if row_at == NULL:
+                raise MemoryError()
         for i in range(self._capacity):
             if self._table[i].key != 0:
+                v = self._table[i].row
                 k[j] = self._table[i].key
-                h[j] = self._table[i].row
+                r[j] = row_at[v & ROW_MASK] if v >= SPARSE_REF else v & ROW_MASK
                 j += 1
-        rows = held & ROW_MASK
-        refs = held >= SPARSE_REF
-        if refs.any():
-            bounds = self._frozen_owner[0].astype(numpy.int64)
-            nonempty = numpy.flatnonzero(bounds[1:] > bounds[:-1])
-            row_at = numpy.zeros((int(bounds[-1]),), dtype=numpy.int32 if self.n_rows < 2 ** 31 else numpy.int64)
-            row_at[bounds[nonempty]] = nonempty
-            rows[refs] = row_at[rows[refs]]
+        free(row_at)
         return keys, rows
 
     def load_frozen(self, keys, indptr, cols, values, scales=None):
