@@ -20,6 +20,54 @@ cdef extern from *:
 
 cdef extern from *:
     """
+    #include <stdlib.h>
+    #include <string.h>
+    #include <stdint.h>
+    /* A hash table's buckets (16 bytes: key, row) in groups of four, one 64-byte cache line
+       each: a key's home is the first bucket of a group, so its lookup reads whole lines. The
+       memory is zeroed and line-aligned (calloc's large blocks start 16 bytes into a page, which
+       would split every group over two lines); free() releases it. */
+    static void* structperc_calloc_lines(size_t n, size_t size) {
+        size_t bytes = n * size;
+        void* p;
+        if (n && bytes / n != size) return NULL;
+        bytes = (bytes + 63) & ~(size_t)63;
+        if (bytes == 0) bytes = 64;
+        if (posix_memalign(&p, 64, bytes) != 0) return NULL;
+        memset(p, 0, bytes);
+        return p;
+    }
+
+    typedef struct { uint64_t key; int64_t row; } structperc_bucket;
+
+    /* The row a bucket holds for key (not 0), or -1: the key's group (one cache line) is
+       compared whole, with selects rather than a branch per bucket, then the next group only
+       when all four buckets are taken. Insertion probes linearly from the group's first bucket
+       and nothing is ever deleted, so every bucket between a key's home and the key is taken:
+       an empty bucket in a group that does not hold the key means the key has no row. */
+    static inline int64_t structperc_probe_groups(const void* table, size_t mask, size_t home,
+                                                  uint64_t key) {
+        const structperc_bucket* t = (const structperc_bucket*)table;
+        size_t g = home;
+        for (;;) {
+            const structperc_bucket* b = t + g;
+            int64_t r = -1;
+            r = b[0].key == key ? b[0].row : r;
+            r = b[1].key == key ? b[1].row : r;
+            r = b[2].key == key ? b[2].row : r;
+            r = b[3].key == key ? b[3].row : r;
+            if (r != -1) return r;
+            if ((b[0].key == 0) | (b[1].key == 0) | (b[2].key == 0) | (b[3].key == 0)) return -1;
+            g = (g + 4) & mask;
+        }
+    }
+    """
+    void* calloc_lines "structperc_calloc_lines"(size_t n, size_t size) noexcept nogil
+    int64_t probe_groups "structperc_probe_groups"(const void* table, size_t mask, size_t home,
+                                                   uint64_t key) noexcept nogil
+
+cdef extern from *:
+    """
     #include <string.h>
     #include <stdint.h>
     /* IEEE 754 binary16 -> binary32, exact for every one of the 65,536 values (NaN payloads
@@ -97,6 +145,26 @@ cdef extern from *:
         for (; c < n; c++) out[c] += structperc_half_to_float_f16c(h[c]);
     }
 
+    /* out[c] += rows[0][c], then rows[1][c], ... (each add rounded as a row-by-row add rounds
+       it) for full float16 rows: one load and store of out per eight classes for the whole run
+       of rows instead of per row. No NaN check: VCVTPH2PS quiets a signalling NaN, but the add
+       quiets it anyway (keeping the payload), so the sums are those of every other path. */
+    __attribute__((target("f16c")))
+    static void structperc_add_full_rows_f16c(const uint16_t* const* rows, int k, float* out, int n) {
+        int c = 0, j;
+        for (; c + 8 <= n; c += 8) {
+            __m256 acc = _mm256_loadu_ps(out + c);
+            for (j = 0; j < k; j++)
+                acc = _mm256_add_ps(acc, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(rows[j] + c))));
+            _mm256_storeu_ps(out + c, acc);
+        }
+        for (; c < n; c++) {
+            float a = out[c];
+            for (j = 0; j < k; j++) a += _cvtsh_ss(rows[j][c]);
+            out[c] = a;
+        }
+    }
+
     static int structperc_cpu_has_f16c(void) {
         __builtin_cpu_init();
         return __builtin_cpu_supports("f16c") != 0;
@@ -112,6 +180,10 @@ cdef extern from *:
         for (c = 0; c < n; c++) out[c] += structperc_half_to_float(h[c]);
     }
     static int structperc_cpu_has_f16c(void) { return 0; }
+    static void structperc_add_full_rows_f16c(const uint16_t* const* rows, int k, float* out, int n) {
+        int j;
+        for (j = 0; j < k; j++) structperc_add_full_f16_f16c(rows[j], out, n);
+    }
     #endif
 
     static void structperc_add_full_f16_soft(const uint16_t* h, float* out, int n) {
@@ -131,6 +203,8 @@ cdef extern from *:
                                                 size_t lo, size_t hi, float* out) noexcept nogil
     void add_f16_f16c "structperc_add_f16_f16c"(const uint16_t* h, const void* cols, int wide,
                                                 size_t lo, size_t hi, float* out) noexcept nogil
+    void add_full_rows_f16c "structperc_add_full_rows_f16c"(const uint16_t* const* rows, int k, float* out,
+                                                            int n) noexcept nogil
     int cpu_has_f16c "structperc_cpu_has_f16c"() noexcept nogil
     void add_dense "structperc_add_dense"(const float* w, float* out, int n) noexcept nogil
     void add_full_f16_f16c "structperc_add_full_f16_f16c"(const uint16_t* h, float* out, int n) noexcept nogil
@@ -208,8 +282,10 @@ _DTYPE_OF = {"float32": numpy.float32, "float16": numpy.float16, "int8": numpy.i
 
 
 cdef inline size_t _bucket(hash_t key, size_t mask) noexcept nogil:
-    # Keys are already well mixed 64-bit hashes; fold the high bits in anyway.
-    return <size_t>((key ^ (key >> 29)) & mask)
+    # A key's home: the first bucket of a group of four (one cache line, see
+    # structperc_probe_groups). Keys are already well mixed 64-bit hashes; fold the high bits
+    # in anyway.
+    return <size_t>((key ^ (key >> 29)) & mask & ~(<size_t>3))
 
 
 cdef inline weight_t _averaged(weight_t w, double u, double clock) noexcept nogil:
@@ -297,7 +373,7 @@ cdef class AveragedWeights:
             raise ValueError(f"n_classes must be in 1..{MAX_CLASSES}, got {n_classes}")
         self.n_classes = n_classes
         self._capacity = _round_pow2(max(n_buckets, DEF_MIN_BUCKETS))
-        self._table = <Bucket*>calloc(self._capacity, sizeof(Bucket))
+        self._table = <Bucket*>calloc_lines(self._capacity, sizeof(Bucket))
         self._rows_capacity = 0
         self.n_rows = 0
         self._W = NULL
@@ -423,12 +499,7 @@ cdef class AveragedWeights:
         if key == 0:
             key = 1
         cdef size_t mask = self._capacity - 1
-        cdef size_t b = _bucket(key, mask)
-        while self._table[b].key != 0:
-            if self._table[b].key == key:
-                return self._table[b].row
-            b = (b + 1) & mask
-        return -1
+        return probe_groups(self._table, mask, _bucket(key, mask), key)
 
     cdef int64_t _insert(self, hash_t key) except -1 nogil:
         """Return the row of key, creating a zero row if it is new (a row to write to: loaded
@@ -471,7 +542,7 @@ cdef class AveragedWeights:
         cdef size_t old_capacity = self._capacity
         cdef Bucket* old = self._table
         cdef size_t new_capacity = old_capacity * 2
-        cdef Bucket* table = <Bucket*>calloc(new_capacity, sizeof(Bucket))
+        cdef Bucket* table = <Bucket*>calloc_lines(new_capacity, sizeof(Bucket))
         if table == NULL:
             with gil:
                 raise MemoryError("could not grow the feature table")
@@ -601,7 +672,7 @@ cdef class AveragedWeights:
         n = min(n, limit, <size_t>((1 << 21) - 2))   # slot + 1 below bit 62 (SPARSE_REF)
         if n == 0:
             return 0
-        cdef char* dense = <char*>calloc(n * stride, item)
+        cdef char* dense = <char*>calloc_lines(n * stride, item)
         if dense == NULL:
             return 0     # an optimization only: the sparse rows serve every lookup
         for b in range(self._capacity):
@@ -786,6 +857,9 @@ cdef class AveragedWeights:
         cdef const char* vals = <const char*>self._Q
         cdef const char* cols = <const char*>self._cols
         cdef const char* dense = <const char*>self._dense
+        cdef const uint16_t* run[64]
+        cdef int n_run = 0
+        cdef bint runs_ok = half and _f16c
         cdef int64_t found[64]
         cdef int64_t v
         cdef int start
@@ -815,10 +889,18 @@ cdef class AveragedWeights:
                         prefetch(cols + lo * col_item)
             for j in range(n_found):
                 v = found[j]
+                if n_run and not (ROW_MASK < v < SPARSE_REF):
+                    add_full_rows_f16c(run, n_run, scores, C)
+                    n_run = 0
                 if v >= SPARSE_REF:
                     lo = <size_t>(v & ROW_MASK)
                     _add_entries(self, lo, lo + <size_t>((v >> ROW_BITS) & 0xFFFF), 0, scores)
                 elif v > ROW_MASK:
+                    if runs_ok:
+                        # Consecutive hot rows are added as one run (see add_full_rows_f16c).
+                        run[n_run] = <const uint16_t*>(dense + ((v >> ROW_BITS) - 1) * row_bytes)
+                        n_run += 1
+                        continue
                     if not half:
                         add_dense(<const float*>(dense + ((v >> ROW_BITS) - 1) * row_bytes), scores, C)
                     elif _f16c:
@@ -827,6 +909,9 @@ cdef class AveragedWeights:
                         add_full_f16_soft(<const uint16_t*>(dense + ((v >> ROW_BITS) - 1) * row_bytes), scores, C)
                 else:
                     _add_sparse(self, v, scores)
+            if n_run:
+                add_full_rows_f16c(run, n_run, scores, C)
+                n_run = 0
 
     cdef void _add_averaged_rows(self, const hash_t* keys, int n_keys, weight_t* scores) noexcept nogil:
         # Scores with the average W - U / clock of each row, without a copy of the model.
@@ -1566,7 +1651,7 @@ cdef class AveragedWeights:
         elif scales is not None:
             raise ValueError("only int8 rows have scales")
         cdef size_t capacity = _round_pow2(max(n + n // 3 + 1, <size_t>DEF_MIN_BUCKETS))
-        cdef Bucket* table = <Bucket*>calloc(capacity, sizeof(Bucket))
+        cdef Bucket* table = <Bucket*>calloc_lines(capacity, sizeof(Bucket))
         if table == NULL:
             raise MemoryError()
         cdef const uint64_t[::1] k = keys
@@ -1679,7 +1764,7 @@ cdef class AveragedWeights:
         self.n_dense = 0
         self._dense_stride = 0
         self._capacity = _round_pow2(max(capacity, DEF_MIN_BUCKETS))
-        self._table = <Bucket*>calloc(self._capacity, sizeof(Bucket))
+        self._table = <Bucket*>calloc_lines(self._capacity, sizeof(Bucket))
         if self._table == NULL:
             raise MemoryError()
         self.n_rows = 0

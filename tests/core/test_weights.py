@@ -580,3 +580,30 @@ def test_a_loaded_key_finds_its_own_row_among_empty_ones(precision):
             row = numpy.zeros((C,), dtype=numpy.float32)
             row[cols[indptr[i]:indptr[i + 1]]] = 1.0
             assert (f.score([keys[i]]) != 0).tolist() == (row != 0).tolist()
+
+
+@pytest.mark.parametrize("conversion", ["software", "f16c"])
+def test_a_nan_in_a_hot_float16_row_keeps_its_bits_as_its_sparse_add_does(conversion):
+    # Runs of hot float16 rows are added with F16C without a NaN check (the conversion quiets
+    # a signalling NaN, the add would anyway): the sums' bits are still the sparse add's.
+    if conversion not in _conversions():
+        pytest.skip("this CPU has no F16C")
+    C = 12
+    keys = numpy.array([11, 22, 33], dtype=numpy.uint64)
+    dense = numpy.ones((3, C), dtype=numpy.float16)
+    dense[1, 5] = numpy.uint16(0x7C01).view(numpy.float16)     # a signalling NaN
+    cols = numpy.tile(numpy.arange(C, dtype=numpy.uint8), 3)
+    indptr = numpy.array([0, C, 2 * C, 3 * C], dtype=numpy.uint32)
+    previous = weights_module.set_half_conversion(conversion)
+    try:
+        f = AveragedWeights(C, 1)
+        f.load_frozen(keys, indptr, cols, dense.reshape(-1))
+        assert f.n_dense == 3
+        widened = f.score(keys).view(numpy.uint32)
+        f.widen_hot_rows(0)
+        sparse = f.score(keys).view(numpy.uint32)
+    finally:
+        weights_module.set_half_conversion(previous)
+    assert numpy.array_equal(widened, sparse)
+    assert widened[5] == 0x7FC02000          # the NaN's payload, quieted
+    assert widened[0] == numpy.float32(3.0).view(numpy.uint32)
