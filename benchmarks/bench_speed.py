@@ -80,7 +80,10 @@ BUILT_FROM = {
 }
 NOTES = [
     "wps_gold_words: words/s of nlp.pipe over the test split's gold words, one Doc per sentence, "
-    f"batch_size {BATCH_SIZE}, one process, one thread, best of --repeats",
+    f"batch_size {BATCH_SIZE}, one thread, best of --repeats passes; ours and the peer's are "
+    "measured in one process with their passes alternated (measure_speed_pair), so both sides of "
+    "a ratio see the machine's drift alike; each system's figure from its own process (minutes "
+    "apart) is in details.alone. Rows measured before this (see code) came from separate processes",
     "wps_raw_text: the same over the raw text of the same sentences (tokenizer included); the "
     "words counted are the gold words, the same for both systems",
     "load_seconds: spacy.load in a fresh process, best of --load-repeats (import spacy and the "
@@ -375,6 +378,43 @@ def measure_speed(model_dir: str, dataset: str, paths: Dict[str, str], repeats: 
     return {"metrics": metrics, "details": details}
 
 
+def measure_speed_pair(our_dir: str, peer_dir: str, dataset: str, paths: Dict[str, str], repeats: int,
+                       limit: int) -> Dict[str, Any]:
+    """words/s of our pipeline and the peer's in one process, their passes alternated (ours and
+    the peer's on the gold words, then on the raw text, `repeats` times), best pass of each: on
+    a shared machine whose speed drifts over minutes, the two sides of a ratio see the same drift
+    (measure_speed's own figures, minutes apart, are kept in the details)."""
+    import spacy
+    import spacy_structperc  # noqa: F401
+
+    sides = {}
+    for side, model_dir in (("ours", our_dir), ("peer", peer_dir)):
+        nlp = spacy.load(model_dir)
+        C.materialize_averages(nlp)
+        gold = gold_docs(dataset, paths, nlp.vocab, limit)
+        if limit:
+            gold = gold[:limit]
+        texts = [d.text for d in gold]
+        list(nlp.pipe(texts[:50]))  # warm up
+        sides[side] = (nlp, gold, texts)
+    n_words = C.count_tokens(sides["ours"][1])
+    seconds: Dict[str, Dict[str, List[float]]] = {s: {"gold": [], "raw": []} for s in sides}
+    for _ in range(max(1, repeats)):
+        for kind in ("gold", "raw"):
+            for side, (nlp, gold, texts) in sides.items():
+                docs = C.unannotated_copies(gold, nlp.vocab) if kind == "gold" else list(texts)
+                with C.Timer() as t:
+                    for _doc in nlp.pipe(docs, batch_size=BATCH_SIZE):
+                        pass
+                seconds[side][kind].append(t.seconds)
+    out: Dict[str, Any] = {"metrics": {}}   # run_job adds the process's peak RSS here
+    for side, sec in seconds.items():
+        out[side] = {"metrics": {"wps_gold_words": n_words / min(sec["gold"]),
+                                 "wps_raw_text": n_words / min(sec["raw"])},
+                     "details": {"words": n_words, "pass_seconds": sec}}
+    return out
+
+
 # ---------------------------------------------------------------------------------------------
 # Parent
 
@@ -475,7 +515,8 @@ class Run:
         self.details[f"{system} | {setting}"] = {k: info[k] for k in ("run", "date", "git", "load_avg_before",
                                                                         "load_avg_after")}
 
-    def measure(self, system: str, setting: str, dataset: str, model_dir: str) -> None:
+    def measure(self, system: str, setting: str, dataset: str, model_dir: str,
+                paired: Optional[Dict[str, Any]] = None) -> None:
         a, plugin = self.args, system == "structperc"
         loads = []
         for i in range(a.load_repeats):
@@ -500,6 +541,10 @@ class Run:
             details.update(speed["details"], load_avg_before=speed["load_avg_before"],
                            load_avg_after=speed["load_avg_after"])
             metrics["load_avg"] = speed["load_avg_before"]
+        if paired:
+            details["alone"] = {k: metrics.get(k) for k in paired["metrics"]}
+            details["paired"] = paired["details"]
+            metrics.update(paired["metrics"])
         self.add(system, setting, dataset, metrics)
         self.details[f"{system} | {setting}"] = details
 
@@ -560,12 +605,17 @@ def main(argv=None) -> int:
     ours, peers = models["structperc"], models["spacy"]
     for task in tasks:
         dataset, our_key, peer_key = TASKS[task]
+        pair = None
+        if our_key in ours and peer_key in peers:
+            pair = run.job(f"paired speed {task}", "measure_speed_pair", our_dir=ours[our_key],
+                           peer_dir=peers[peer_key], dataset=dataset, paths=run.paths, repeats=args.repeats,
+                           limit=QUICK["test"] if args.quick else 0)
         if our_key in ours:
             run.measure("structperc", f"{task} (ours" + (f", {args.epochs} epochs)" if args.epochs else ")"),
-                        dataset, ours[our_key])
+                        dataset, ours[our_key], paired=pair and pair["ours"])
         if peer_key in peers:
             run.measure("spacy", f"{task} (efficiency cfg, at most {args.spacy_max_steps} steps)", dataset,
-                        peers[peer_key])
+                        peers[peer_key], paired=pair and pair["peer"])
     # A re-run replaces the rows of the tasks it measured and the training rows of the models it
     # used (trained or cached: "train parser.cfg..." or "train ner on conll2000, ..."); others stay.
     measured = set(tasks)
