@@ -348,19 +348,25 @@ def profile_stages(nlp, gold: list, texts: List[str]) -> Dict[str, Any]:
     return {"source": source, "seconds": best}
 
 
-def measure_speed(model_dir: str, dataset: str, paths: Dict[str, str], repeats: int, plugin: bool,
-                  profile: bool, limit: int) -> Dict[str, Any]:
+def _loaded_for_speed(model_dir: str, dataset: str, paths: Dict[str, str], limit: int):
+    """A pipeline to time, warmed up, with the test split's gold Docs and their texts."""
     import spacy
 
-    if plugin:
-        import spacy_structperc  # noqa: F401
     nlp = spacy.load(model_dir)
     gold = gold_docs(dataset, paths, nlp.vocab, limit)
     if limit:
         gold = gold[:limit]
     texts = [d.text for d in gold]
-    n_words = C.count_tokens(gold)
     list(nlp.pipe(texts[:50]))  # warm up
+    return nlp, gold, texts
+
+
+def measure_speed(model_dir: str, dataset: str, paths: Dict[str, str], repeats: int, plugin: bool,
+                  profile: bool, limit: int) -> Dict[str, Any]:
+    if plugin:
+        import spacy_structperc  # noqa: F401
+    nlp, gold, texts = _loaded_for_speed(model_dir, dataset, paths, limit)
+    n_words = C.count_tokens(gold)
     preds, wps_gold, sec_gold = C.time_pipe_best_of(nlp, lambda: C.unannotated_copies(gold, nlp.vocab),
                                                     n_words, repeats, BATCH_SIZE)
     _, wps_raw, sec_raw = C.time_pipe_best_of(nlp, lambda: list(texts), n_words, repeats, BATCH_SIZE)
@@ -384,19 +390,12 @@ def measure_speed_pair(our_dir: str, peer_dir: str, dataset: str, paths: Dict[st
     the peer's on the gold words, then on the raw text, `repeats` times), best pass of each: on
     a shared machine whose speed drifts over minutes, the two sides of a ratio see the same drift
     (measure_speed's own figures, minutes apart, are kept in the details)."""
-    import spacy
     import spacy_structperc  # noqa: F401
 
-    sides = {}
-    for side, model_dir in (("ours", our_dir), ("peer", peer_dir)):
-        nlp = spacy.load(model_dir)
+    sides = {"ours": _loaded_for_speed(our_dir, dataset, paths, limit),
+             "peer": _loaded_for_speed(peer_dir, dataset, paths, limit)}
+    for nlp, _, _ in sides.values():
         C.materialize_averages(nlp)
-        gold = gold_docs(dataset, paths, nlp.vocab, limit)
-        if limit:
-            gold = gold[:limit]
-        texts = [d.text for d in gold]
-        list(nlp.pipe(texts[:50]))  # warm up
-        sides[side] = (nlp, gold, texts)
     n_words = C.count_tokens(sides["ours"][1])
     seconds: Dict[str, Dict[str, List[float]]] = {s: {"gold": [], "raw": []} for s in sides}
     for _ in range(max(1, repeats)):

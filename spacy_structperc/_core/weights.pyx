@@ -288,6 +288,12 @@ cdef inline size_t _bucket(hash_t key, size_t mask) noexcept nogil:
     return <size_t>((key ^ (key >> 29)) & mask & ~(<size_t>3))
 
 
+cdef inline int64_t _row_from(int64_t v, const int64_t* row_at) noexcept nogil:
+    # The row index of what a bucket holds, given _rows_by_entry's table (NULL when no bucket holds
+    # a sparse reference): a reference maps through it; a row index, hot or not, is below ROW_BITS.
+    return row_at[v & ROW_MASK] if v >= SPARSE_REF else v & ROW_MASK
+
+
 cdef inline weight_t _averaged(weight_t w, double u, double clock) noexcept nogil:
     # The one formula for an averaged weight, so scores computed on the fly, a materialized
     # view and saved weights agree to the bit.
@@ -605,7 +611,7 @@ cdef class AveragedWeights:
         for b in range(self._capacity):
             v = self._table[b].row
             if self._table[b].key != 0:
-                self._table[b].row = row_at[v & ROW_MASK] if v >= SPARSE_REF else v & ROW_MASK
+                self._table[b].row = _row_from(v, row_at)
         free(row_at)
         free(self._W)
         self._W = W
@@ -1604,7 +1610,7 @@ cdef class AveragedWeights:
             if self._table[i].key != 0:
                 v = self._table[i].row
                 k[j] = self._table[i].key
-                r[j] = row_at[v & ROW_MASK] if v >= SPARSE_REF else v & ROW_MASK
+                r[j] = _row_from(v, row_at)
                 j += 1
         free(row_at)
         return keys, rows
