@@ -78,6 +78,15 @@ BUILT_FROM = {
                    "pipeline_en": ("tagger_parser", "chunker", "clauses", "ner")},
     "spacy": {"pipeline_en": ("tagger_parser", "ner_conll2003", "ner_chunks")},
 }
+# decode_cold / decode_cached: the decode of the first CACHED_SENTENCES test sentences (~150
+# words), timed right after the rest of the split was decoded (cold: what they read is wherever
+# the other sentences left it) and back to back (cached: everything they read is in the CPU's
+# caches, and the branch predictors have seen the same decisions), best of CACHED_PASSES each.
+# The same sentences both ways, so the difference is what waiting on memory costs them, and
+# decode_cached is a floor that memory-layout work can approach and not pass.
+CACHED_SENTENCES, CACHED_PASSES = 10, 40
+
+
 NOTES = [
     "wps_gold_words: words/s of nlp.pipe over the test split's gold words, one Doc per sentence, "
     f"batch_size {BATCH_SIZE}, one thread, best of --repeats passes; ours and the peer's are "
@@ -94,7 +103,10 @@ NOTES = [
     "child's peak RSS (its spacy train subprocess included)",
     "profile:COMPONENT:STAGE: microseconds per gold word of our predict path on the gold words, "
     "stages atoms (reading the Doc), decode, write (set_annotations) and total; tokenizer:total "
-    "is nlp.make_doc on the raw text (details.profile_source says how it was measured)",
+    "is nlp.make_doc on the raw text (details.profile_source says how it was measured); "
+    f"decode_cold / decode_cached: the decode of the first {CACHED_SENTENCES} sentences right after "
+    "the rest of the split / back to back, everything they read then in the CPU's caches (best of "
+    f"{CACHED_PASSES} each): what waiting on memory costs them, and a floor for memory-layout work",
     "the chunker and NER tasks: ours is our EWT tagger (configs/tagger.cfg) then the component, "
     "which reads the predicted tags; the peer is spaCy's ner trained on chunks / CoNLL-2003",
     "spaCy's peers train for at most --spacy-max-steps steps (in the setting): their speed and "
@@ -345,7 +357,38 @@ def profile_stages(nlp, gold: list, texts: List[str]) -> Dict[str, Any]:
         for text in texts:
             nlp.make_doc(text)
     best["tokenizer"] = {"total": t.seconds}
-    return {"source": source, "seconds": best}
+    return {"source": source, "seconds": best, "cold_cached": decode_cold_cached(nlp, gold)}
+
+
+def decode_cold_cached(nlp, gold: list) -> Dict[str, Dict[str, float]]:
+    """Microseconds per word of each staged component's decode (predict_stages' "decode") of
+    the first CACHED_SENTENCES sentences, cold and cached (see CACHED_SENTENCES), after the
+    earlier components annotated them: {component: {"decode_cold": .., "decode_cached": ..}}."""
+    from spacy_structperc.profile import _staged
+
+    docs = C.unannotated_copies(gold, nlp.vocab)
+    n_words = max(1, C.count_tokens(docs[:CACHED_SENTENCES]))
+    out: Dict[str, Dict[str, float]] = {}
+    for name, component in nlp.pipeline:
+        if _staged(component):
+            component.begin_predict()
+            few = component._prepare(docs[:CACHED_SENTENCES])
+            rest = [component._prepare(docs[i:i + BATCH_SIZE])
+                    for i in range(CACHED_SENTENCES, len(docs), BATCH_SIZE)]
+            cold = cached = float("inf")
+            for _ in range(CACHED_PASSES):
+                for batch in rest:
+                    component._decode_prepared(batch)
+                with C.Timer() as t:
+                    component._decode_prepared(few)
+                cold = min(cold, t.seconds)
+            for _ in range(CACHED_PASSES):
+                with C.Timer() as t:
+                    component._decode_prepared(few)
+                cached = min(cached, t.seconds)
+            out[name] = {"decode_cold": cold / n_words * 1e6, "decode_cached": cached / n_words * 1e6}
+        docs = list(component.pipe(docs)) if hasattr(component, "pipe") else [component(d) for d in docs]
+    return out
 
 
 def _loaded_for_speed(model_dir: str, dataset: str, paths: Dict[str, str], limit: int):
@@ -381,6 +424,9 @@ def measure_speed(model_dir: str, dataset: str, paths: Dict[str, str], repeats: 
         for comp, stages in prof["seconds"].items():
             for stage, sec in stages.items():
                 metrics[f"profile:{comp}:{stage}"] = sec / n_words * 1e6
+        for comp, stages in prof["cold_cached"].items():
+            for stage, us in stages.items():
+                metrics[f"profile:{comp}:{stage}"] = us
     return {"metrics": metrics, "details": details}
 
 

@@ -356,7 +356,10 @@ def build_speed_table(data: Dict[str, Any], baseline: Optional[Dict[str, Any]] =
                     for st in stages) + " |")
         lines.append("")
         lines.append("<sub>Microseconds per word of our predict path by stage: atoms (reading the Doc), "
-                     "decode, write (set_annotations), total; the tokenizer's total is on the raw text.</sub>")
+                     "decode, write (set_annotations), total; the tokenizer's total is on the raw text. "
+                     "decode cold / cached: the decode of the first ten sentences right after the rest "
+                     "of the split / back to back, everything they read then in the CPU's caches (a floor "
+                     "for memory-layout work).</sub>")
     info = [data.get("code") or "", str(data.get("date", ""))[:10]]
     machine = data.get("machine") or {}
     if machine.get("cpu"):
