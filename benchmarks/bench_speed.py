@@ -364,7 +364,7 @@ def decode_cold_cached(nlp, gold: list) -> Dict[str, Dict[str, float]]:
     """Microseconds per word of each staged component's decode (predict_stages' "decode") of
     the first CACHED_SENTENCES sentences, cold and cached (see CACHED_SENTENCES), after the
     earlier components annotated them: {component: {"decode_cold": .., "decode_cached": ..}}."""
-    from spacy_structperc.profile import _staged
+    from spacy_structperc.profile import _run, _staged
 
     docs = C.unannotated_copies(gold, nlp.vocab)
     n_words = max(1, C.count_tokens(docs[:CACHED_SENTENCES]))
@@ -387,7 +387,7 @@ def decode_cold_cached(nlp, gold: list) -> Dict[str, Dict[str, float]]:
                     component._decode_prepared(few)
                 cached = min(cached, t.seconds)
             out[name] = {"decode_cold": cold / n_words * 1e6, "decode_cached": cached / n_words * 1e6}
-        docs = list(component.pipe(docs)) if hasattr(component, "pipe") else [component(d) for d in docs]
+        docs = _run(component, docs)
     return out
 
 
