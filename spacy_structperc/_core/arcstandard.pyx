@@ -364,24 +364,48 @@ cdef class ArcStandardSystem(TransitionSystem):
                 n += 1
         return n
 
+    cdef int forced_action(self, const void* state) noexcept nogil:
+        # SHIFT onto an empty stack, or onto one item where the sentence cannot end (BREAK).
+        cdef const ParseStateC* st = <const ParseStateC*>state
+        if st.buf < self.n_tokens and (st.n_stack == 0 or (st.n_stack == 1 and not self.allow_break)):
+            return SHIFT
+        return -1
+
     cdef void score(self, const void* state, weight_t* scores) noexcept nogil:
+        self._score(state, scores, True, True)
+
+    cdef void score_argmax(self, const void* state, weight_t* scores) noexcept nogil:
+        # Without gold, pruning labels (label_candidates) changes no best action: it keeps the
+        # best of each direction and all that tie with it. So greedy decoding skips it, and the
+        # cache, which serves lookahead's states scored again (a greedy parse scores each once).
+        self._score(state, scores, self.has_gold, self.has_gold)
+
+    cdef void _score(self, const void* state, weight_t* scores, bint prune, bint cached) noexcept nogil:
         cdef int a, n, g, L = self.n_labels
         cdef weight_t keep_gold = 0
         cdef hash_t sig = 0x84222325cbf29ce4ULL
         cdef int slot
+        cdef const ParseStateC* st = <const ParseStateC*>state
         n = self.extract(state, self._keys)
-        for a in range(n):
-            sig = _combine(sig, self._keys[a])
-        slot = <int>(mix64(sig) & (CACHE_SIZE - 1))
-        if self.cache_sig[slot] == sig and self.cache_version[slot] == self.weights.version:
-            memcpy(scores, &self.cache_scores[slot * self.n_actions], self.n_actions * sizeof(weight_t))
-        else:
+        if not cached and st.n_stack < 2:
+            # Only SHIFT and BREAK can be valid: their two columns are all that is read (the
+            # arcs' scores are -inf below).
+            self.weights.score_prefix(self._keys, n, N_FIXED_ACTIONS, scores)
+        elif not cached:
             memset(scores, 0, self.n_actions * sizeof(weight_t))
             self.weights.add_rows(self._keys, n, scores)
-            memcpy(&self.cache_scores[slot * self.n_actions], scores, self.n_actions * sizeof(weight_t))
-            self.cache_sig[slot] = sig
-            self.cache_version[slot] = self.weights.version
-        cdef const ParseStateC* st = <const ParseStateC*>state
+        else:
+            for a in range(n):
+                sig = _combine(sig, self._keys[a])
+            slot = <int>(mix64(sig) & (CACHE_SIZE - 1))
+            if self.cache_sig[slot] == sig and self.cache_version[slot] == self.weights.version:
+                memcpy(scores, &self.cache_scores[slot * self.n_actions], self.n_actions * sizeof(weight_t))
+            else:
+                memset(scores, 0, self.n_actions * sizeof(weight_t))
+                self.weights.add_rows(self._keys, n, scores)
+                memcpy(&self.cache_scores[slot * self.n_actions], scores, self.n_actions * sizeof(weight_t))
+                self.cache_sig[slot] = sig
+                self.cache_version[slot] = self.weights.version
         if not self.is_valid(state, SHIFT):
             scores[SHIFT] = -INFINITY
         if not self.is_valid(state, BREAK):
@@ -393,7 +417,7 @@ cdef class ArcStandardSystem(TransitionSystem):
             self.mask_inconsistent(state, scores)
         if st.n_stack < 2:
             return
-        if self.label_candidates > 0 and self.label_candidates < L:
+        if prune and self.label_candidates > 0 and self.label_candidates < L:
             g = self.gold_action(state) if self.has_gold else -1
             # The gold action survives pruning: set it aside and put it back afterwards.
             if g >= N_FIXED_ACTIONS:

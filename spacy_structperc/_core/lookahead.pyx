@@ -126,14 +126,32 @@ cdef class Lookahead:
         cdef int t = 0, a
         self.system.init_state(self.state)
         while not self.system.is_final(self.state) and t < n_steps:
-            self.evaluate(self.state, self.lengths)
-            a = _argmax(self.values, self.system.n_actions, -1, 0.0)
+            # The same actions as evaluating every state: a forced action is the only valid
+            # one whatever its value, and without lookahead a value is the action's score.
+            a = self.system.forced_action(self.state)
+            if a < 0 and self.depth == 0:
+                self.system.score_argmax(self.state, self.scores)
+                a = _argmax_scores(self.scores, self.system.n_actions)
+            elif a < 0:
+                self.evaluate(self.state, self.lengths)
+                a = _argmax(self.values, self.system.n_actions, -1, 0.0)
             if a < 0:
                 break
             out[t] = a
             t += 1
             self.system.transition(self.state, a)
         return t
+
+
+cdef int _argmax_scores(const weight_t* scores, int n) noexcept nogil:
+    # _argmax(values, n, -1, 0.0) for values that are these scores.
+    cdef int a, best_a = -1
+    cdef weight_t best = -INFINITY
+    for a in range(n):
+        if scores[a] != -INFINITY and (best_a < 0 or scores[a] > best):
+            best = scores[a]
+            best_a = a
+    return best_a
 
 
 cdef int _argmax(const double* values, int n, int skip, double penalty) noexcept nogil:

@@ -19,6 +19,8 @@ cdef class TransitionSystem:
     cdef bint is_final(self, const void* state) noexcept nogil
     cdef void transition(self, void* state, int action) noexcept nogil
     cdef void score(self, const void* state, weight_t* scores) noexcept nogil
+    cdef void score_argmax(self, const void* state, weight_t* scores) noexcept nogil
+    cdef int forced_action(self, const void* state) noexcept nogil
     cdef int features(self, const void* state, hash_t* keys) noexcept nogil
     cdef int gold_action(self, const void* state) noexcept nogil
     cdef int max_steps(self) noexcept nogil

@@ -22,6 +22,16 @@ cdef class TransitionSystem:
     cdef void score(self, const void* state, weight_t* scores) noexcept nogil:
         pass
 
+    cdef void score_argmax(self, const void* state, weight_t* scores) noexcept nogil:
+        # Scores whose best valid action (the first of equals) is score()'s: what greedy
+        # decoding without lookahead needs. A system may skip work that only search needs.
+        self.score(state, scores)
+
+    cdef int forced_action(self, const void* state) noexcept nogil:
+        # The only valid action of a state, which greedy decoding takes without scoring it;
+        # -1 when there may be a choice.
+        return -1
+
     cdef int features(self, const void* state, hash_t* keys) noexcept nogil:
         return 0
 

@@ -116,6 +116,7 @@ cdef class AveragedWeights:
     cdef bint _averages_on_the_fly(self) noexcept nogil
     cdef void _init_noise(self, hash_t key, weight_t* row) noexcept nogil
     cdef void add_rows(self, const hash_t* keys, int n_keys, weight_t* scores) noexcept nogil
+    cdef void score_prefix(self, const hash_t* keys, int n_keys, int m, weight_t* out) noexcept nogil
     cdef void prefetch_keys(self, const hash_t* keys, int n_keys) noexcept nogil
     cdef void _add_averaged_rows(self, const hash_t* keys, int n_keys, weight_t* scores) noexcept nogil
     cdef int update(self, hash_t key, int clas, weight_t delta) except -1 nogil

@@ -2,6 +2,7 @@
 """Averaged weights over hashed features: the one parameter store every component shares."""
 from libc.stdlib cimport calloc, free, malloc, realloc
 from libc.string cimport memcpy, memset
+from libc.math cimport NAN
 from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 cimport cython
 import numpy
@@ -371,6 +372,30 @@ cdef inline void _add_entries(AveragedWeights self, size_t lo, size_t hi, weight
         else:
             for e in range(lo, hi):
                 out[c8[e]] += f[e]
+
+
+cdef inline void _add_entries_prefix(AveragedWeights self, size_t lo, size_t hi, weight_t s, int m,
+                                     weight_t* out) noexcept nogil:
+    # _add_entries for the classes below m only (score_prefix), with the same conversions.
+    cdef size_t e
+    cdef int c
+    cdef const uint8_t* c8 = <const uint8_t*>self._cols
+    cdef const uint16_t* c16 = <const uint16_t*>self._cols
+    cdef const int8_t* q = <const int8_t*>self._Q
+    cdef const uint16_t* h = <const uint16_t*>self._Q
+    cdef const weight_t* f = <const weight_t*>self._Q
+    if hi - lo == <size_t>self.n_classes and self._full_rows_in_order and self.frozen_type != FROZEN_I8:
+        hi = lo + <size_t>m   # a full row lists its classes in order (load checked)
+    for e in range(lo, hi):
+        c = c16[e] if self._wide_cols else c8[e]
+        if c >= m:
+            continue
+        if self.frozen_type == FROZEN_I8:
+            out[c] += s * <weight_t>q[e]
+        elif self.frozen_type == FROZEN_F16:
+            out[c] += half_to_float_soft(h[e])
+        else:
+            out[c] += f[e]
 
 
 cdef class AveragedWeights:
@@ -846,6 +871,54 @@ cdef class AveragedWeights:
                 for c in range(C):
                     scores[c] += w[c]
 
+    cdef void score_prefix(self, const hash_t* keys, int n_keys, int m, weight_t* out) noexcept nogil:
+        # out[:m] = classes 0..m-1 of the sums add_rows makes from zero, to the bit (each class
+        # is summed over the rows in key order either way), reading only those classes of a
+        # loaded table: a parser state where only SHIFT and BREAK are valid needs two of 108.
+        cdef int j, c, n_found, start, C = self.n_classes
+        cdef int64_t found[64]
+        cdef int64_t v
+        cdef size_t lo
+        cdef weight_t tmp[256]
+        cdef weight_t* full
+        cdef size_t row_bytes = self._dense_stride * (2 if self._dense_half else sizeof(float))
+        cdef const char* row
+        if m > C:
+            m = C
+        if self.frozen_type == FROZEN_NONE or m == C:
+            full = &tmp[0]
+            if C > 256:
+                full = <weight_t*>malloc(C * sizeof(weight_t))
+            if full == NULL:   # out of memory: nothing to read the sums into
+                for c in range(m):
+                    out[c] = NAN
+                return
+            memset(full, 0, C * sizeof(weight_t))
+            self.add_rows(keys, n_keys, full)
+            memcpy(out, full, m * sizeof(weight_t))
+            if C > 256:
+                free(full)
+            return
+        memset(out, 0, m * sizeof(weight_t))
+        for start in range(0, n_keys, 64):
+            n_found = _find_block(self, keys, start, min(n_keys, start + 64), found)
+            for j in range(n_found):
+                v = found[j]
+                if v >= SPARSE_REF:
+                    lo = <size_t>(v & ROW_MASK)
+                    _add_entries_prefix(self, lo, lo + <size_t>((v >> ROW_BITS) & 0xFFFF), 0, m, out)
+                elif v > ROW_MASK:
+                    row = <const char*>self._dense + ((v >> ROW_BITS) - 1) * row_bytes
+                    if self._dense_half:
+                        for c in range(m):
+                            out[c] += half_to_float_soft((<const uint16_t*>row)[c])
+                    else:
+                        for c in range(m):
+                            out[c] += (<const float*>row)[c]
+                else:
+                    _add_entries_prefix(self, self._indptr[v], self._indptr[v + 1],
+                                        self._scales[v] if self.frozen_type == FROZEN_I8 else 0, m, out)
+
     cdef void _add_frozen_rows(self, const hash_t* keys, int n_keys, weight_t* scores) noexcept nogil:
         # add_rows for loaded rows, dequantized while adding. A hot row is one dependent read
         # after its bucket (a dense row, added with SIMD); so is a sparse row whose bucket holds
@@ -1119,6 +1192,17 @@ cdef class AveragedWeights:
         if k.shape[0]:
             self.add_rows(&k[0], k.shape[0], &o[0])
         return out
+
+    def score_prefix_of(self, keys, int m):
+        """score(keys)[:m], the same floats, reading only the first m classes of a loaded table."""
+        if not 0 <= m <= self.n_classes:
+            raise ValueError(f"m must be in 0..{self.n_classes}, got {m}")
+        cdef uint64_t[::1] k = numpy.ascontiguousarray(keys, dtype=numpy.uint64)
+        out = numpy.zeros((max(m, 1),), dtype=numpy.float32)
+        cdef float[::1] o = out
+        if k.shape[0] and m:
+            self.score_prefix(&k[0], k.shape[0], m, &o[0])
+        return out[:m]
 
     def to_arrays(self, bint averaged=True, bint prune=True):
         """Return (keys, weights): keys sorted ascending so identical models give identical bytes.

@@ -113,6 +113,37 @@ def test_lookahead_decision_is_exhaustive_search_to_depth(depth, label_candidate
         check_tree(system.run(decoded)[0], allow_break)
 
 
+@pytest.mark.parametrize("label_candidates", [0, 1, 2])
+@pytest.mark.parametrize("allow_break", [False, True])
+def test_greedy_takes_the_first_best_scored_action_exactly(label_candidates, allow_break):
+    # Greedy decoding without lookahead skips scoring forced moves, the label pruning and the
+    # score cache; it must still take, at every state, the first best action of the full
+    # scores (action_scores, pruned as search sees them). Weights in {-1, 0, 1} make ties
+    # common, where only the same order keeps the same choice.
+    rng = numpy.random.default_rng(7 + 10 * label_candidates + allow_break)
+    forced = 0
+    for _ in range(20):
+        n = int(rng.integers(1, 9))
+        weights, system = make_system(4, label_candidates)
+        system.set_sentence(random_atoms(rng, n), allow_break=allow_break)
+        for _ in range(20):
+            state = system.initial_state()
+            while not system.final(state):
+                for key in system.state_features(state).tolist():
+                    for c in range(weights.n_classes):
+                        weights.add(key, c, float(rng.integers(-1, 2)))
+                valid = [a for a in range(system.n_actions) if system.is_valid_action(state, a)]
+                state = system.step(state, int(rng.choice(valid)))
+        state = system.initial_state()
+        for a in lookahead.decode(system, 0).tolist():
+            scores = system.action_scores(state)
+            finite = [b for b in range(system.n_actions) if scores[b] != -math.inf]
+            forced += len(finite) == 1
+            assert a == max(finite, key=lambda b: (scores[b], -b)), (a, scores)
+            state = system.step(state, a)
+    assert forced > 0
+
+
 @pytest.mark.parametrize("allow_break", [False, True])
 def test_every_decoded_parse_is_a_tree(allow_break):
     rng = numpy.random.default_rng(7)

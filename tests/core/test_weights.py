@@ -534,6 +534,35 @@ def test_widened_hot_rows_score_to_the_bit_as_sparse_rows(precision, conversion)
         weights_module.set_half_conversion(previous)
 
 
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_the_first_classes_alone_score_to_the_bit_as_whole_rows(precision):
+    # score_prefix (a parser state where only SHIFT and BREAK are valid) reads a few classes of
+    # each row; every storage a row can have must give score()'s floats for them.
+    rng = numpy.random.default_rng(8)
+    C, n = 37, 300
+    keys = numpy.sort(numpy.array(_random_keys(rng, n), dtype=numpy.uint64))
+    counts, cols, values, scales = sparse_rows(_mixed_density_rows(rng, n, C), precision)
+    indptr = numpy.concatenate([[0], numpy.cumsum(counts)]).astype(numpy.uint32)
+    f = AveragedWeights(C, 1)
+    f.load_frozen(keys, indptr, cols, values, scales)
+    queries = [rng.choice(numpy.append(keys, [12345, 0]), size=rng.integers(1, 150)) for _ in range(40)]
+    queries.append(numpy.concatenate([keys, keys]))
+    for budget in (None, 3 * 48 * 4, 0):   # all hot rows widened, some, none
+        if budget is not None:
+            f.widen_hot_rows(budget)
+        for q in queries:
+            whole = f.score(q)
+            for m in (0, 1, 2, 5, C):
+                got = f.score_prefix_of(q, m)
+                assert numpy.array_equal(got.view(numpy.uint32), whole[:m].view(numpy.uint32)), (budget, m)
+    f.add(int(keys[0]), 1, 1.0)   # a trained table: the whole rows' sums, cut
+    assert f.precision is None
+    for q in queries[:5]:
+        assert numpy.array_equal(f.score_prefix_of(q, 2), f.score(q)[:2])
+    with pytest.raises(ValueError):
+        f.score_prefix_of(queries[0], C + 1)
+
+
 @pytest.mark.parametrize("dtype", [numpy.float32, numpy.float16])
 def test_a_full_row_out_of_class_order_is_still_read_by_its_classes(dtype):
     # Full rows are added densely only when load found every full row's classes in order.
@@ -547,6 +576,7 @@ def test_a_full_row_out_of_class_order_is_still_read_by_its_classes(dtype):
     f.load_frozen(keys, indptr, numpy.concatenate([ordered, ordered[::-1]]), values)
     assert f.score([3]).tolist() == [1.0, 2.0, 3.0, 4.0]
     assert f.score([7]).tolist() == [8.0, 7.0, 6.0, 5.0]
+    assert f.score_prefix_of([3, 7], 2).tolist() == [9.0, 9.0]
     for budget in (0, 1 << 20):
         f.widen_hot_rows(budget)
         assert f.score([3, 7]).tolist() == [9.0, 9.0, 9.0, 9.0]
