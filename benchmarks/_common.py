@@ -293,9 +293,9 @@ def materialize_averages(nlp_or_pipe) -> None:
     """See time_pipe_best_of: make in-process components score as their saved selves do."""
     procs = [p for _, p in nlp_or_pipe.pipeline] if hasattr(nlp_or_pipe, "pipeline") else [nlp_or_pipe]
     for proc in procs:
-        weights = getattr(getattr(proc, "model", None), "weights", None)
-        if hasattr(weights, "average"):
-            weights.average()
+        average = getattr(getattr(getattr(proc, "model", None), "weights", None), "average", None)
+        if callable(average):
+            average()
 
 
 def time_pipe_best_of(nlp, make_inputs: Callable[[], list], n_words: int, repeats: int = 1,
@@ -526,6 +526,8 @@ def _child_main(argv: List[str]) -> int:
     t0 = time.perf_counter()
     sys.path.insert(0, str(Path(module_path).parent))
     spec = importlib.util.spec_from_file_location(Path(module_path).stem, module_path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {module_path}")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)

@@ -37,7 +37,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as C  # noqa: E402
@@ -73,7 +73,7 @@ TASKS = {
     "ner (with tagger)": ("conll2003", "tagger+ner", "ner_conll2003"),
     "pipeline_en": ("ud_en_ewt", "pipeline_en", "pipeline_en"),
 }
-BUILT_FROM = {
+BUILT_FROM: Dict[str, Dict[str, Tuple[str, ...]]] = {
     "structperc": {"tagger+chunker": ("tagger", "chunker"), "tagger+ner": ("tagger", "ner"),
                    "pipeline_en": ("tagger_parser", "chunker", "clauses", "ner")},
     "spacy": {"pipeline_en": ("tagger_parser", "ner_conll2003", "ner_chunks")},
@@ -146,6 +146,7 @@ def gold_docs(dataset: str, paths: Dict[str, str], vocab, limit: int = 0) -> lis
 
 
 def score(dataset: str, preds: list, gold: list, pipe_names: List[str]) -> Dict[str, float]:
+    import spacy
     from spacy.scorer import Scorer
     from spacy.tokens import Span
     from spacy.training import Example
@@ -154,8 +155,7 @@ def score(dataset: str, preds: list, gold: list, pipe_names: List[str]) -> Dict[
     if dataset == "ud_en_ewt":
         out.update(C.score_token_attrs(preds, gold, ["tag"]))
         if "parser" in pipe_names:
-            from spacy.pipeline.dep_parser import parser_score
-
+            parser_score = spacy.registry.scorers.get("spacy.parser_scorer.v1")()
             s = parser_score([Example(p, g) for p, g in zip(preds, gold)])
             out.update(dep_uas=s["dep_uas"], dep_las=s["dep_las"], sents_f=s["sents_f"])
     elif dataset == "conll2000":
@@ -339,16 +339,17 @@ def _nested(got: Dict[str, Any]) -> Dict[str, Dict[str, float]]:
 
 
 def profile_stages(nlp, gold: list, texts: List[str]) -> Dict[str, Any]:
+    stages_of: Optional[Callable[..., Dict[str, Dict[str, float]]]]
     try:
-        from spacy_structperc.profile import predict_stages  # added by the speed work
+        from spacy_structperc.profile import predict_stages as stages_of  # added by the speed work
     except ImportError:
-        predict_stages, source = None, "fallback: model.atoms, predict minus atoms, set_annotations timed in bench_speed.py"
+        stages_of, source = None, "fallback: model.atoms, predict minus atoms, set_annotations timed in bench_speed.py"
     else:
         source = "spacy_structperc.profile.predict_stages"
     best: Dict[str, Dict[str, float]] = {}
     for _ in range(3):
         docs = C.unannotated_copies(gold, nlp.vocab)
-        got = predict_stages(nlp, docs) if predict_stages else _profile_fallback(nlp, docs)
+        got = stages_of(nlp, docs) if stages_of is not None else _profile_fallback(nlp, docs)
         for comp, stages in _nested(got).items():  # per component, the run with the least total
             total = stages.get("total", sum(stages.values()))
             if comp not in best or total < best[comp].get("total", sum(best[comp].values())):
@@ -501,7 +502,8 @@ class Run:
                       if v is not None]
         C.show_metrics(setting, {k: v for k, v in metrics.items() if not k.startswith("profile:")}, 0)
 
-    def trained(self, system: str, key: str, func: str, fingerprint: Dict[str, Any], **kwargs) -> Optional[str]:
+    def trained(self, system: str, key: str, func: str, fingerprint: Dict[str, Any],
+                **kwargs) -> Optional[Tuple[str, Dict[str, Any]]]:
         """The model dir of a trained model: from the cache when its fingerprint matches, else
         trained now (its seconds and peak RSS recorded)."""
         out = self.run_dir / "models" / system / key
