@@ -376,26 +376,42 @@ cdef inline void _add_entries(AveragedWeights self, size_t lo, size_t hi, weight
 
 cdef inline void _add_entries_prefix(AveragedWeights self, size_t lo, size_t hi, weight_t s, int m,
                                      weight_t* out) noexcept nogil:
-    # _add_entries for the classes below m only (score_prefix), with the same conversions.
+    # _add_entries for the classes below m only (score_prefix), each weight dequantized by the
+    # same formula (float16: the software widening, equal to F16C's on every value).
     cdef size_t e
     cdef int c
-    cdef const uint8_t* c8 = <const uint8_t*>self._cols
-    cdef const uint16_t* c16 = <const uint16_t*>self._cols
-    cdef const int8_t* q = <const int8_t*>self._Q
-    cdef const uint16_t* h = <const uint16_t*>self._Q
-    cdef const weight_t* f = <const weight_t*>self._Q
     if hi - lo == <size_t>self.n_classes and self._full_rows_in_order and self.frozen_type != FROZEN_I8:
         hi = lo + <size_t>m   # a full row lists its classes in order (load checked)
     for e in range(lo, hi):
-        c = c16[e] if self._wide_cols else c8[e]
+        c = (<const uint16_t*>self._cols)[e] if self._wide_cols else (<const uint8_t*>self._cols)[e]
         if c >= m:
             continue
         if self.frozen_type == FROZEN_I8:
-            out[c] += s * <weight_t>q[e]
+            out[c] += s * <weight_t>(<const int8_t*>self._Q)[e]
         elif self.frozen_type == FROZEN_F16:
-            out[c] += half_to_float_soft(h[e])
+            out[c] += half_to_float_soft((<const uint16_t*>self._Q)[e])
         else:
-            out[c] += f[e]
+            out[c] += (<const weight_t*>self._Q)[e]
+
+
+cdef inline void _add_found_prefix(AveragedWeights self, int64_t v, int m, weight_t* out) noexcept nogil:
+    # out[:m] += the first m classes of the row a bucket of a loaded table holds (v, as
+    # _find_block gives it): a sparse reference, a hot (dense) row, or a row index.
+    cdef size_t lo
+    cdef int c
+    cdef const char* row
+    if v >= SPARSE_REF:
+        lo = <size_t>(v & ROW_MASK)
+        _add_entries_prefix(self, lo, lo + <size_t>((v >> ROW_BITS) & 0xFFFF), 0, m, out)
+    elif v > ROW_MASK:
+        row = <const char*>self._dense + ((v >> ROW_BITS) - 1) * self._dense_stride * (
+            2 if self._dense_half else sizeof(float))
+        for c in range(m):
+            out[c] += (half_to_float_soft((<const uint16_t*>row)[c]) if self._dense_half
+                       else (<const float*>row)[c])
+    else:
+        _add_entries_prefix(self, self._indptr[v], self._indptr[v + 1],
+                            self._scales[v] if self.frozen_type == FROZEN_I8 else 0, m, out)
 
 
 cdef class AveragedWeights:
@@ -877,12 +893,8 @@ cdef class AveragedWeights:
         # loaded table: a parser state where only SHIFT and BREAK are valid needs two of 108.
         cdef int j, c, n_found, start, C = self.n_classes
         cdef int64_t found[64]
-        cdef int64_t v
-        cdef size_t lo
         cdef weight_t tmp[256]
         cdef weight_t* full
-        cdef size_t row_bytes = self._dense_stride * (2 if self._dense_half else sizeof(float))
-        cdef const char* row
         if m > C:
             m = C
         if self.frozen_type == FROZEN_NONE or m == C:
@@ -903,21 +915,7 @@ cdef class AveragedWeights:
         for start in range(0, n_keys, 64):
             n_found = _find_block(self, keys, start, min(n_keys, start + 64), found)
             for j in range(n_found):
-                v = found[j]
-                if v >= SPARSE_REF:
-                    lo = <size_t>(v & ROW_MASK)
-                    _add_entries_prefix(self, lo, lo + <size_t>((v >> ROW_BITS) & 0xFFFF), 0, m, out)
-                elif v > ROW_MASK:
-                    row = <const char*>self._dense + ((v >> ROW_BITS) - 1) * row_bytes
-                    if self._dense_half:
-                        for c in range(m):
-                            out[c] += half_to_float_soft((<const uint16_t*>row)[c])
-                    else:
-                        for c in range(m):
-                            out[c] += (<const float*>row)[c]
-                else:
-                    _add_entries_prefix(self, self._indptr[v], self._indptr[v + 1],
-                                        self._scales[v] if self.frozen_type == FROZEN_I8 else 0, m, out)
+                _add_found_prefix(self, found[j], m, out)
 
     cdef void _add_frozen_rows(self, const hash_t* keys, int n_keys, weight_t* scores) noexcept nogil:
         # add_rows for loaded rows, dequantized while adding. A hot row is one dependent read
