@@ -504,8 +504,8 @@ class Run:
 
     def trained(self, system: str, key: str, func: str, fingerprint: Dict[str, Any],
                 **kwargs) -> Optional[Tuple[str, Dict[str, Any]]]:
-        """The model dir of a trained model: from the cache when its fingerprint matches, else
-        trained now (its seconds and peak RSS recorded)."""
+        """(model dir, training info) of a trained model: from the cache when its fingerprint
+        matches, else trained now (its seconds and peak RSS recorded); None if training failed."""
         out = self.run_dir / "models" / system / key
         info = None if self.args.retrain else _stamped(out, fingerprint)
         label = f"train {system} {key}"

@@ -77,7 +77,7 @@ cdef class ArcStandardSystem(TransitionSystem):
     cdef void resolve(self, const void* state, int* tok) noexcept nogil
     cdef int extract(self, const void* state, hash_t* keys) noexcept nogil
     cdef bint is_valid(self, const void* state, int action) noexcept nogil
-    cdef void _score(self, const void* state, weight_t* scores, bint prune, bint cached) noexcept nogil
+    cdef void _score(self, const void* state, weight_t* scores, bint search) noexcept nogil
     cdef void prune(self, weight_t* scores, int start, int keep) noexcept nogil
     cdef bint _may_descend(self, int q, int s0) noexcept nogil
     cdef void mask_inconsistent(self, const void* state, weight_t* scores) noexcept nogil

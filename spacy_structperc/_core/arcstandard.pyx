@@ -372,26 +372,27 @@ cdef class ArcStandardSystem(TransitionSystem):
         return -1
 
     cdef void score(self, const void* state, weight_t* scores) noexcept nogil:
-        self._score(state, scores, True, True)
+        self._score(state, scores, True)
 
     cdef void score_argmax(self, const void* state, weight_t* scores) noexcept nogil:
         # Without gold, pruning labels (label_candidates) changes no best action: it keeps the
         # best of each direction and all that tie with it. So greedy decoding skips it, and the
         # cache, which serves lookahead's states scored again (a greedy parse scores each once).
-        self._score(state, scores, self.has_gold, self.has_gold)
+        self._score(state, scores, self.has_gold)
 
-    cdef void _score(self, const void* state, weight_t* scores, bint prune, bint cached) noexcept nogil:
+    cdef void _score(self, const void* state, weight_t* scores, bint search) noexcept nogil:
+        # search: prune labels and keep scores in the cache, as lookahead and the beam need.
         cdef int a, n, g, L = self.n_labels
         cdef weight_t keep_gold = 0
         cdef hash_t sig = 0x84222325cbf29ce4ULL
         cdef int slot
         cdef const ParseStateC* st = <const ParseStateC*>state
         n = self.extract(state, self._keys)
-        if not cached and st.n_stack < 2:
+        if not search and st.n_stack < 2:
             # Only SHIFT and BREAK can be valid: their two columns are all that is read (the
             # arcs' scores are -inf below).
             self.weights.score_prefix(self._keys, n, N_FIXED_ACTIONS, scores)
-        elif not cached:
+        elif not search:
             memset(scores, 0, self.n_actions * sizeof(weight_t))
             self.weights.add_rows(self._keys, n, scores)
         else:
@@ -417,7 +418,7 @@ cdef class ArcStandardSystem(TransitionSystem):
             self.mask_inconsistent(state, scores)
         if st.n_stack < 2:
             return
-        if prune and self.label_candidates > 0 and self.label_candidates < L:
+        if search and self.label_candidates > 0 and self.label_candidates < L:
             g = self.gold_action(state) if self.has_gold else -1
             # The gold action survives pruning: set it aside and put it back afterwards.
             if g >= N_FIXED_ACTIONS:
