@@ -43,6 +43,12 @@ cdef class ParseTemplates:
     """Conjunction templates over parser-state positions, compiled to C structs."""
     cdef ParseTemplateC* c
     cdef readonly int n
+    # Keys are extracted in this order of the templates: first those reading only the queue
+    # (q0-q2 and the bias: the same while the buffer does not move), then those reading only
+    # s0's atoms and the queue (the same after a LEFT-ARC), then the rest; see _score.
+    cdef int* order
+    cdef readonly int n_queue      # templates order[:n_queue] read only the queue
+    cdef readonly int n_s0_queue   # templates order[:n_s0_queue] read only s0's atoms and the queue
     cdef readonly object specs
     cdef readonly object atom_names
 
@@ -70,12 +76,21 @@ cdef class ArcStandardSystem(TransitionSystem):
     cdef hash_t* cache_sig
     cdef int64_t* cache_version
     cdef weight_t* cache_scores
+    # Greedy decoding (score_argmax without gold): the partial sums of the queue templates'
+    # rows (valid for buffer position prefix_buf) and of those plus s0's (for prefix_s0 and
+    # prefix_buf), each for weights version prefix_version; reset when a span is bound.
+    cdef weight_t* prefix_q
+    cdef weight_t* prefix_qs0
+    cdef int prefix_buf_q, prefix_buf_qs0, prefix_s0
+    cdef int64_t prefix_version_q, prefix_version_qs0
 
     cdef int* arr(self, const void* state, int k) noexcept nogil
     cdef void bind(self, const atom_t* atoms, int n, bint allow_break) noexcept nogil
     cdef int apply(self, const int* actions, int n_actions, char* state) noexcept nogil
     cdef void resolve(self, const void* state, int* tok) noexcept nogil
     cdef int extract(self, const void* state, hash_t* keys) noexcept nogil
+    cdef int _extract_range(self, const void* state, const int* tok, int lo, int hi, hash_t* keys) noexcept nogil
+    cdef void _score_greedy(self, const void* state, weight_t* scores) noexcept nogil
     cdef bint is_valid(self, const void* state, int action) noexcept nogil
     cdef void _score(self, const void* state, weight_t* scores, bint search) noexcept nogil
     cdef void prune(self, weight_t* scores, int start, int keep) noexcept nogil

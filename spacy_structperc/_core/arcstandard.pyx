@@ -90,9 +90,37 @@ cdef class ParseTemplates:
                     self.c[t].attr[p] = col_of[what]
                 else:
                     raise ValueError(f"template {spec['name']!r}: unknown attribute {what!r}")
+        # The extraction order (see arcstandard.pxd): templates grouped by what they read,
+        # in their own order within a group; each keeps its seed, so keys do not change.
+        groups = [_template_group(spec["parts"]) for spec in self.specs]
+        ordered = sorted(range(self.n), key=lambda t: (groups[t], t))
+        self.order = <int*>calloc(max(1, self.n), sizeof(int))
+        if self.order == NULL:
+            raise MemoryError()
+        for k, t in enumerate(ordered):
+            self.order[k] = t
+        self.n_queue = groups.count(0)
+        self.n_s0_queue = self.n_queue + groups.count(1)
 
     def __dealloc__(self):
         free(self.c)
+        free(self.order)
+
+
+_QUEUE = {"q0", "q1", "q2"}
+
+
+def _template_group(parts) -> int:
+    """0: reads only the queue's atoms (or nothing: the bias); 1: only s0's atoms and the
+    queue's; 2: anything else (s1, s2, children, labels, valency, distance)."""
+    if any(where == "dist" or what in STRUCTURAL for where, what in parts):
+        return 2
+    positions = {where for where, _ in parts}
+    if positions <= _QUEUE:
+        return 0
+    if positions <= _QUEUE | {"s0"}:
+        return 1
+    return 2
 
 
 cdef inline hash_t _combine(hash_t h, hash_t v) noexcept nogil:
@@ -144,7 +172,10 @@ cdef class ArcStandardSystem(TransitionSystem):
         self.cache_sig = <hash_t*>calloc(CACHE_SIZE, sizeof(hash_t))
         self.cache_version = <int64_t*>calloc(CACHE_SIZE, sizeof(int64_t))
         self.cache_scores = <weight_t*>calloc(CACHE_SIZE * self.n_actions, sizeof(weight_t))
-        if not (self._keys and self.cache_sig and self.cache_version and self.cache_scores):
+        self.prefix_q = <weight_t*>calloc(self.n_actions, sizeof(weight_t))
+        self.prefix_qs0 = <weight_t*>calloc(self.n_actions, sizeof(weight_t))
+        if not (self._keys and self.cache_sig and self.cache_version and self.cache_scores
+                and self.prefix_q and self.prefix_qs0):
             raise MemoryError()
         for i in range(CACHE_SIZE):
             self.cache_version[i] = -1
@@ -155,6 +186,8 @@ cdef class ArcStandardSystem(TransitionSystem):
         free(self.cache_sig)
         free(self.cache_version)
         free(self.cache_scores)
+        free(self.prefix_q)
+        free(self.prefix_qs0)
 
     def set_sentence(self, atoms, heads=None, labels=None, bint allow_break=False):
         """Bind a span: atoms (n, n_cols) uint64; gold heads (index in the span, -1 for a root,
@@ -185,6 +218,7 @@ cdef class ArcStandardSystem(TransitionSystem):
         self.n_tokens = n
         self.allow_break = allow_break
         self.complete_gold = False
+        self.prefix_buf_q = self.prefix_buf_qs0 = -1
         self.state_size = sizeof(ParseStateC) + N_ARRAYS * max(n, 1) * sizeof(int)
 
     cdef int apply(self, const int* actions, int n_actions, char* state) noexcept nogil:
@@ -329,17 +363,21 @@ cdef class ArcStandardSystem(TransitionSystem):
 
     cdef int extract(self, const void* state, hash_t* keys) noexcept nogil:
         cdef int tok[N_ADDR]
-        cdef int t, p, i, attr, n = 0
+        if self.n_tokens == 0:
+            return 0
+        self.resolve(state, tok)
+        return self._extract_range(state, tok, 0, self.templates.n, keys)
+
+    cdef int _extract_range(self, const void* state, const int* tok, int lo, int hi, hash_t* keys) noexcept nogil:
+        # The keys of templates order[lo:hi] (see ParseTemplates), tok resolved for `state`.
+        cdef int k, p, i, attr, n = 0
         cdef hash_t h, value
         cdef const ParseTemplateC* tpl
         cdef const int* labels = self.arr(state, A_LABEL)
         cdef const int* nl = self.arr(state, A_NL)
         cdef const int* nr = self.arr(state, A_NR)
-        if self.n_tokens == 0:
-            return 0
-        self.resolve(state, tok)
-        for t in range(self.templates.n):
-            tpl = &self.templates.c[t]
+        for k in range(lo, hi):
+            tpl = &self.templates.c[self.templates.order[k]]
             h = tpl.seed
             for p in range(tpl.n_parts):
                 i = tok[tpl.addr[p]]
@@ -387,15 +425,15 @@ cdef class ArcStandardSystem(TransitionSystem):
         cdef hash_t sig = 0x84222325cbf29ce4ULL
         cdef int slot
         cdef const ParseStateC* st = <const ParseStateC*>state
-        n = self.extract(state, self._keys)
         if not search and st.n_stack < 2:
             # Only SHIFT and BREAK can be valid: their two columns are all that is read (the
             # arcs' scores are -inf below).
+            n = self.extract(state, self._keys)
             self.weights.score_prefix(self._keys, n, N_FIXED_ACTIONS, scores)
         elif not search:
-            memset(scores, 0, self.n_actions * sizeof(weight_t))
-            self.weights.add_rows(self._keys, n, scores)
+            self._score_greedy(state, scores)
         else:
+            n = self.extract(state, self._keys)
             for a in range(n):
                 sig = _combine(sig, self._keys[a])
             slot = <int>(mix64(sig) & (CACHE_SIZE - 1))
@@ -427,6 +465,38 @@ cdef class ArcStandardSystem(TransitionSystem):
             self.prune(scores, N_FIXED_ACTIONS + 1, self.label_candidates)
             if g >= N_FIXED_ACTIONS:
                 scores[g] = keep_gold
+
+    cdef void _score_greedy(self, const void* state, weight_t* scores) noexcept nogil:
+        # All actions' scores, the rows added in extraction order as add_rows does: the queue
+        # templates' rows first, then s0's, then the rest. The first two partial sums are kept
+        # and reused while what they read stays (the buffer position; and s0: after a LEFT-ARC),
+        # so an arc's next state looks up only the rest. Sums are the same to the bit either way.
+        cdef const ParseStateC* st = <const ParseStateC*>state
+        cdef int tok[N_ADDR]
+        cdef int n, buf = st.buf
+        cdef size_t size = self.n_actions * sizeof(weight_t)
+        cdef int64_t version = self.weights.version
+        self.resolve(state, tok)
+        if self.prefix_buf_qs0 == buf and self.prefix_s0 == tok[ADDR_S0] and self.prefix_version_qs0 == version:
+            memcpy(scores, self.prefix_qs0, size)
+        else:
+            if self.prefix_buf_q == buf and self.prefix_version_q == version:
+                memcpy(scores, self.prefix_q, size)
+            else:
+                memset(scores, 0, size)
+                n = self._extract_range(state, tok, 0, self.templates.n_queue, self._keys)
+                self.weights.add_rows(self._keys, n, scores)
+                memcpy(self.prefix_q, scores, size)
+                self.prefix_buf_q = buf
+                self.prefix_version_q = version
+            n = self._extract_range(state, tok, self.templates.n_queue, self.templates.n_s0_queue, self._keys)
+            self.weights.add_rows(self._keys, n, scores)
+            memcpy(self.prefix_qs0, scores, size)
+            self.prefix_buf_qs0 = buf
+            self.prefix_s0 = tok[ADDR_S0]
+            self.prefix_version_qs0 = version
+        n = self._extract_range(state, tok, self.templates.n_s0_queue, self.templates.n, self._keys)
+        self.weights.add_rows(self._keys, n, scores)
 
     cdef void prune(self, weight_t* scores, int start, int keep) noexcept nogil:
         """Keep the `keep` best of the arc actions start, start + 2, ... (one direction);

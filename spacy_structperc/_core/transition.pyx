@@ -64,6 +64,16 @@ cdef class TransitionSystem:
         self.score(p, &o[0])
         return out
 
+    def argmax_scores(self, bytes state):
+        """The scores greedy decoding takes its action from (score_argmax): those of
+        action_scores, or where they differ (pruned labels, columns not read) the same best
+        action."""
+        out = numpy.zeros((self.n_actions,), dtype=numpy.float32)
+        cdef float[::1] o = out
+        cdef const char* p = state
+        self.score_argmax(p, &o[0])
+        return out
+
     def final(self, bytes state):
         cdef const char* p = state
         return self.is_final(p)

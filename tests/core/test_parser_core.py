@@ -7,7 +7,7 @@ import pytest
 
 from spacy_structperc._core import beam, lookahead
 from spacy_structperc._core.arcstandard import ArcStandardSystem, ParseTemplates
-from spacy_structperc._core.weights import AveragedWeights
+from spacy_structperc._core.weights import AveragedWeights, sparse_rows
 from spacy_structperc.parser.features import parser_atoms, parser_templates
 
 SHIFT, BREAK = 0, 1
@@ -142,6 +142,71 @@ def test_greedy_takes_the_first_best_scored_action_exactly(label_candidates, all
             assert a == max(finite, key=lambda b: (scores[b], -b)), (a, scores)
             state = system.step(state, a)
     assert forced > 0
+
+
+def test_greedy_scores_reuse_the_queue_and_s0_sums_to_the_bit():
+    # Greedy scoring keeps the partial sums of the templates that read only the queue (and
+    # s0) and reuses them while the buffer (and s0) stay; states taken in any order, from
+    # several sentences bound in turn, and weights changed between, must score to the bit as
+    # the full sums do (action_scores, unpruned with label_candidates 0).
+    specs = ParseTemplates(SPECS, ATOMS)
+    assert 0 < specs.n_queue < specs.n_s0_queue < specs.n
+    rng = numpy.random.default_rng(11)
+    weights, system = make_system(3, 0)
+    reused = 0
+    for s in range(20):
+        n = int(rng.integers(2, 12))
+        system.set_sentence(random_atoms(rng, n), allow_break=bool(rng.integers(2)))
+        if s % 2 == 0:   # else the same weights: only binding the sentence may reset the sums
+            randomize(system, weights, rng, walks=3)
+        for _ in range(6):
+            state, last = system.initial_state(), None
+            while not system.final(state):
+                full = system.action_scores(state)
+                greedy = system.argmax_scores(state)
+                arcs = numpy.isfinite(full[2:]).any()
+                if arcs:
+                    assert numpy.array_equal(greedy, full), (greedy, full)
+                    reused += last is not None and last != SHIFT
+                else:
+                    assert numpy.array_equal(greedy[:2], full[:2])
+                valid = [a for a in range(system.n_actions) if system.is_valid_action(state, a)]
+                last = int(rng.choice(valid))
+                state = system.step(state, last)
+            if rng.integers(3) == 0:   # a changed weight must not be read from a kept sum
+                key = int(system.state_features(system.initial_state())[0])
+                weights.add(key, int(rng.integers(weights.n_classes)), float(rng.normal()))
+    assert reused > 30
+
+
+@pytest.mark.parametrize("precision", ["float32", "float16", "int8"])
+def test_greedy_scores_reuse_kept_sums_to_the_bit_on_loaded_tables(precision):
+    # The same on a loaded (frozen) table, as a saved parser has: sparse, dense and widened
+    # hot rows, dequantized while added.
+    rng = numpy.random.default_rng(12)
+    weights, system = make_system(3, 0)
+    sentences = [random_atoms(rng, int(rng.integers(2, 12))) for _ in range(6)]
+    for atoms in sentences:
+        system.set_sentence(atoms)
+        randomize(system, weights, rng, walks=3)
+    keys, rows = weights.to_arrays(averaged=False)
+    counts, cols, values, scales = sparse_rows(rows, precision)
+    frozen = AveragedWeights(weights.n_classes, 1)
+    frozen.load_frozen(keys, numpy.concatenate([[0], numpy.cumsum(counts)]).astype(numpy.uint32),
+                       cols, values, scales)
+    for budget in (0, 1 << 20):
+        frozen.widen_hot_rows(budget)
+        system = ArcStandardSystem(ParseTemplates(SPECS, ATOMS), frozen, 3, 0)
+        for atoms in sentences:
+            system.set_sentence(atoms)
+            for _ in range(4):
+                state = system.initial_state()
+                while not system.final(state):
+                    full = system.action_scores(state)
+                    if numpy.isfinite(full[2:]).any():
+                        assert numpy.array_equal(system.argmax_scores(state), full)
+                    valid = [a for a in range(system.n_actions) if system.is_valid_action(state, a)]
+                    state = system.step(state, int(rng.choice(valid)))
 
 
 @pytest.mark.parametrize("allow_break", [False, True])
