@@ -1,4 +1,6 @@
-"""Build the Cython core. Metadata lives in pyproject.toml."""
+"""Build the Cython core, and the Doc reader / writer compiled against spaCy. Metadata lives in
+pyproject.toml."""
+from importlib.metadata import version
 from pathlib import Path
 
 import numpy
@@ -18,6 +20,22 @@ extensions = [
     )
     for name in CORE_MODULES
 ]
+
+# _docarrays cimports spaCy (its .pxd files are found on sys.path) and reads and writes its C
+# structs, so it is only valid for the spaCy it is compiled against: the version is compiled in
+# (BUILT_FOR_SPACY), and spacy_structperc/docarrays.py uses the module only under a spaCy of the
+# same major.minor. pyproject.toml's [build-system] requires the runtime range of spaCy.
+extensions.append(
+    Extension(
+        "spacy_structperc._docarrays",
+        ["spacy_structperc/_docarrays.pyx"],
+        language="c++",   # spaCy's .pxd files cimport libcpp containers, as spaCy itself is C++
+        include_dirs=[numpy.get_include()],
+        extra_compile_args=["-O3"],
+        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION"),
+                       ("STRUCTPERC_SPACY_VERSION", f'"{version("spacy")}"')],
+    )
+)
 
 setup(
     ext_modules=cythonize(

@@ -174,6 +174,16 @@ class Errors(metaclass=ErrorsWithCodes):
             "({setting}). A trained pipeline never needs the extra: the tables are saved in it.")
     S303 = ("Component '{name}' got predictions for {n_predicted} tokens to write to Docs of {n_tokens} "
             "tokens: set_annotations takes the Docs that predict was given, with its output.")
+    # S304-S307: writing a batch's annotations to its Docs in one call (spacy_structperc/docarrays.py).
+    S304 = ("Doc {doc} of the batch: the head of token {index} is out of range (relative head "
+            "{rel_head_index}, value {value}, in a Doc of {length} tokens). Heads are relative to "
+            "the token, as in Doc.from_array; no Doc of the batch was written.")
+    S305 = ("Doc {doc} of the batch: token {index} has ENT_IOB value {value}, which is not an index "
+            "into {values} (as Doc.from_array requires); no Doc of the batch was written.")
+    S306 = ("Doc {doc} of the batch has {doc_length} tokens but rows {start}:{end} ({array_length}) "
+            "were given for it (offsets must be the Docs' cumulative lengths, starting at 0, and "
+            "end at the {n_rows} rows of the values); no Doc of the batch was written.")
+    S307 = ("Writing a batch of Docs: {problem}.")
 
     # S340-S379: distributed training and annotation (Dask).
     S340 = ("`{command}` needs Dask (dask.distributed), which is not installed. Install the "

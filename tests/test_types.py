@@ -9,8 +9,10 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-CORE = REPO_ROOT / "spacy_structperc" / "_core"
-PYX = sorted(p.stem for p in CORE.glob("*.pyx"))
+PACKAGE = REPO_ROOT / "spacy_structperc"
+CORE = PACKAGE / "_core"
+# Every compiled module: the core's, and those beside them in the package (_docarrays).
+PYX = sorted(f"_core.{p.stem}" for p in CORE.glob("*.pyx")) + sorted(p.stem for p in PACKAGE.glob("*.pyx"))
 
 
 def stub_names(path: Path):
@@ -34,9 +36,9 @@ def stub_names(path: Path):
 
 @pytest.mark.parametrize("name", PYX)
 def test_every_compiled_module_has_a_stub_with_its_public_api(name):
-    stub = CORE / f"{name}.pyi"
-    assert stub.exists(), f"{stub.name} is missing: mypy cannot see spacy_structperc._core.{name}"
-    module = importlib.import_module(f"spacy_structperc._core.{name}")
+    stub = PACKAGE.joinpath(*name.split(".")).with_suffix(".pyi")
+    assert stub.exists(), f"{stub.name} is missing: mypy cannot see spacy_structperc.{name}"
+    module = importlib.import_module(f"spacy_structperc.{name}")
     names, members = stub_names(stub)
     public = {n for n, v in vars(module).items()
               if not n.startswith("_") and not inspect.ismodule(v)
