@@ -2,7 +2,8 @@
 
 An atom is a uint64 per token; 0 means "absent", and a template touching an absent atom fires no
 feature. Lexical atoms depend only on the word's text, so they are computed once per word type and
-cached; document atoms (an upstream tag, say) are read from the Doc with `to_array`.
+cached; document atoms (an upstream tag, say) are read from the Docs with `docarrays.read` (what
+`Doc.to_array` gives, for a whole batch in one call).
 """
 from typing import Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence
 
@@ -11,6 +12,7 @@ from spacy.attrs import ORTH, TAG, POS
 from spacy.strings import hash_string  # type: ignore[attr-defined]  # (no stub; in spaCy since v2)
 from spacy.tokens import Doc
 
+from . import docarrays
 from ._core.atoms import AtomTable
 from .errors import Errors
 
@@ -141,7 +143,7 @@ def check_atoms(names: Iterable[str]) -> None:
 class AtomBatch(NamedTuple):
     """The atoms of several Docs, concatenated: Doc k's tokens are rows offsets[k]:offsets[k + 1]
     of `atoms` (and of `orths`, their orth ids, and of `extra`, the values of the attributes the
-    caller asked for besides, read in the same `Doc.to_array` call; (n, 0) when none)."""
+    caller asked for besides, read in the same `docarrays.read` call; (n, 0) when none)."""
     atoms: numpy.ndarray
     offsets: numpy.ndarray
     orths: numpy.ndarray
@@ -156,8 +158,8 @@ class AtomExtractor:
 
     `word_atoms` is the definition of a word type's row; it runs once per new word type, and the
     rows of known words are gathered from an AtomTable (C) by orth id. Document atoms (TAG,
-    POS) are read with `Doc.to_array`. The cache is shared by every thread using the component;
-    AtomTable's methods are atomic under the GIL, so no lock is needed."""
+    POS) are read with `docarrays.read` (Doc.to_array for the batch). The cache is shared by
+    every thread using the component; AtomTable's methods are atomic under the GIL, so no lock is needed."""
 
     def __init__(self, atom_names: Sequence[str], component: str = "structperc",
                  clusters: Optional[Dict[int, int]] = None, lexicon: Optional[Lexicon] = None):
@@ -202,17 +204,14 @@ class AtomExtractor:
               on_missing: Optional[Callable[[str], Exception]] = None) -> AtomBatch:
         """The atoms of `docs`, concatenated; `name`, the pipe asking, is what errors name.
         `extra`: attribute ids (spacy.attrs) whose values are returned as AtomBatch.extra, read
-        with the atoms' own `Doc.to_array` (one call per Doc in all). A Doc without the
+        with the atoms' own `docarrays.read` (one call for the batch in all). A Doc without the
         annotation a document atom reads raises S009, or `on_missing(atom name)` if given."""
         n_cols = len(self.atom_names)
         attrs = self._attrs + list(extra)
         lengths = list(map(len, docs))
-        columns = [doc.to_array(attrs) for doc, n in zip(docs, lengths) if n]
         offsets = numpy.zeros((len(docs) + 1,), dtype=numpy.int64)
         offsets[1:] = numpy.cumsum(lengths)
-        # to_array gives (n,) for one attribute and (n, k) for several.
-        values = numpy.concatenate(columns) if columns else numpy.zeros((0,), dtype=numpy.uint64)
-        values = values.reshape((int(offsets[-1]), len(attrs)))
+        values = docarrays.read(docs, attrs)   # (tokens, len(attrs)), as to_array per Doc
         if self._doc and len(values):
             # Doc.has_annotation(attr) of a non-empty Doc is "some token's value is not 0".
             starts = offsets[:-1][numpy.asarray(lengths) > 0]

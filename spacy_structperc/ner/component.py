@@ -18,15 +18,15 @@ Two details from the paper matter in practice:
 
 `n_latent = 1` is the plain structured perceptron (Collins 2002) over the same features.
 """
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple, cast
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy
 from spacy.attrs import ENT_IOB, ENT_KB_ID, ENT_TYPE
 from spacy.tokens import Doc, Span
 from spacy.training import Example
 from spacy.vocab import Vocab
-from thinc.types import Ints2d
 
+from .. import docarrays
 from .._core import viterbi
 from ..errors import Errors, Warnings, warn
 from ..model import PerceptronModel
@@ -146,8 +146,9 @@ class LatentEntityRecognizer(BIOLabels, SequenceLabeller):
     def set_annotations(self, docs: Iterable[Doc], batch_classes: List[numpy.ndarray]) -> None:
         """Write the entities to doc.ents, as `doc.ents = entities` would (the tokens outside them
         become O), keeping the entities a Doc already has. A Doc without entities gets its
-        ENT_IOB, ENT_TYPE and ENT_KB_ID in one from_array (the KB ids of tokens outside entities
-        kept, as doc.ents leaves them); the others go through doc.ents."""
+        ENT_IOB, ENT_TYPE and ENT_KB_ID as from_array sets them, all such Docs in one
+        docarrays.write (the KB ids of tokens outside entities kept, as doc.ents leaves them);
+        the others go through doc.ents."""
         docs = list(docs)
         classes, offsets, read = batch_arrays(docs, batch_classes, self.read_attrs, self.name)
         self._label_hashes_for(docs)
@@ -161,20 +162,24 @@ class LatentEntityRecognizer(BIOLabels, SequenceLabeller):
         if len(starts):
             values[inside, 1] = numpy.repeat(hashes[kinds], ends - starts)
         values[:, 2] = numpy.where(inside, 0, read[:, 1])
+        preset = _with_entities(read[:, 0], offsets)
+        if not preset:
+            docarrays.write(docs, offsets, self._write_attrs, values)
+            return
+        # The Docs without entities in one write (their rows only), the others one by one.
+        lengths = numpy.diff(offsets)
+        plain = numpy.ones((len(docs),), dtype=bool)
+        plain[preset] = False
+        plain_offsets = numpy.zeros((int(plain.sum()) + 1,), dtype=numpy.int64)
+        numpy.cumsum(lengths[plain], out=plain_offsets[1:])
+        docarrays.write([doc for doc, p in zip(docs, plain.tolist()) if p], plain_offsets, self._write_attrs,
+                        values[numpy.repeat(plain, lengths)])
         bounds = offsets.tolist()
-        preset = set(_with_entities(read[:, 0], offsets))
-        if preset:
-            per_doc = numpy.searchsorted(doc_of, numpy.arange(len(docs) + 1)).tolist()
-        for k, doc in enumerate(docs):
-            a, b = bounds[k], bounds[k + 1]
-            if a == b:
-                continue
-            if k in preset:
-                i, j = per_doc[k], per_doc[k + 1]
-                self._set_with_preset(doc, zip((starts[i:j] - a).tolist(), (ends[i:j] - a).tolist(),
+        per_doc = numpy.searchsorted(doc_of, numpy.arange(len(docs) + 1)).tolist()
+        for k in preset:
+            a, i, j = bounds[k], per_doc[k], per_doc[k + 1]
+            self._set_with_preset(docs[k], zip((starts[i:j] - a).tolist(), (ends[i:j] - a).tolist(),
                                                kinds[i:j].tolist()))
-            else:
-                doc.from_array(self._write_attrs, cast(Ints2d, values[a:b]))
 
     def _set_with_preset(self, doc: Doc, chunks: Iterable[Tuple[int, int, int]]) -> None:
         """doc.ents = the Doc's entities and the found `chunks` (start, end, type index) that do

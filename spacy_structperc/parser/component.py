@@ -24,7 +24,7 @@ it (and in `[training] annotating_components`) to train on predicted tags, as co
 does.
 """
 from collections import Counter
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, cast
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy
 import srsly
@@ -32,8 +32,8 @@ from spacy.attrs import DEP, HEAD, SENT_START
 from spacy.tokens import Doc
 from spacy.training import Example
 from spacy.vocab import Vocab
-from thinc.types import Ints2d
 
+from .. import docarrays
 from .._core import batch, beam, lookahead
 from .._core.arcstandard import ArcStandardSystem
 from ..errors import Errors
@@ -338,25 +338,24 @@ class StructuredParser(PerceptronPipe):
     def _prepare(self, docs: Sequence[Doc]) -> Tuple[AtomBatch, numpy.ndarray]:
         """The atoms and spans of a batch (the first stage of predict): spans are (start, end,
         allow_break) rows of the batch, see `_spans`."""
-        atoms = self.model.atoms.batch(docs, self.name)
+        # SENT_START is read with the atoms, in the same docarrays.read call.
+        atoms = self.model.atoms.batch(docs, self.name, (SENT_START,))
         offsets = atoms.offsets
         n_rows = len(atoms.atoms)
         # Rows that start a sentence of a Doc with boundaries (doc.sents: its first token and
-        # wherever sent_start is 1), and the Docs the parser splits itself.
-        starts = numpy.zeros((n_rows,), dtype=bool)
-        free = []
+        # wherever sent_start is 1, or where a "sents" user hook says), and the Docs the parser
+        # splits itself (those without boundaries).
+        lengths = numpy.diff(offsets)
+        nonempty = lengths > 0
+        bounded = docarrays.has_sent_starts(docs) & nonempty
+        hooked = bounded & docarrays.has_user_hook(docs, "sents")
+        from_tokens = bounded & ~hooked
+        starts = (atoms.extra[:, 0] == 1) & numpy.repeat(from_tokens, lengths)
+        starts[offsets[:-1][from_tokens]] = True
         bounds = offsets.tolist()
-        for k, doc in enumerate(docs):
-            a, b = bounds[k], bounds[k + 1]
-            if a == b:
-                continue
-            if not doc.has_annotation("SENT_START"):
-                free.append(k)
-            elif "sents" in doc.user_hooks:
-                starts[[a + s.start for s in doc.sents]] = True
-            else:
-                starts[a:b] = doc.to_array(SENT_START) == 1
-                starts[a] = True
+        for k in numpy.flatnonzero(hooked).tolist():
+            starts[[bounds[k] + s.start for s in docs[k].sents]] = True
+        free = numpy.flatnonzero(nonempty & ~bounded).tolist()
         first = numpy.flatnonzero(starts)
         doc_end = offsets[numpy.searchsorted(offsets, first, side="right")]
         ends = numpy.minimum(numpy.append(first[1:], n_rows), doc_end)
@@ -493,8 +492,10 @@ class StructuredParser(PerceptronPipe):
         return (_unpickle_parser, (fn, args, self._reranker_bytes()))
 
     def set_annotations(self, docs: Iterable[Doc], predictions) -> None:
-        """Write heads and labels with one from_array per Doc; spaCy's deprojectivize (a Python
-        step per token) runs only on the Docs that got a decorated label."""
+        """Write heads and labels of the whole batch in one docarrays.write (what from_array per
+        Doc would set); spaCy's deprojectivize (a Python step per token) runs only on the Docs
+        that got a decorated label."""
+        docs = list(docs)
         predictions = list(predictions)
         if not predictions:
             return
@@ -512,11 +513,10 @@ class StructuredParser(PerceptronPipe):
         decorated = numpy.zeros((len(lengths),), dtype=bool)
         if nonempty.any():
             decorated[nonempty] = numpy.logical_or.reduceat(self._decorated[classes], starts[nonempty])
-        for doc, a, n, deco in zip(docs, starts.tolist(), lengths.tolist(), decorated.tolist()):
-            if n:
-                doc.from_array([HEAD, DEP], cast(Ints2d, values[a:a + n]))
-                if deco:
-                    deprojectivize(doc)
+        offsets = numpy.append(starts, len(heads))
+        docarrays.write(docs, offsets, [HEAD, DEP], values)
+        for k in numpy.flatnonzero(decorated).tolist():
+            deprojectivize(docs[k])
 
     # Training ----------------------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ from spacy.vocab import Vocab
 
 from .._core import batch, beam, lookahead, viterbi
 from .._core.tagging import TagSystem
+from .. import docarrays
 from ..errors import Errors
 from ..atoms import AtomBatch
 from ..model import PerceptronModel
@@ -114,9 +115,7 @@ def batch_arrays(docs: Sequence[Doc], batch_classes: Sequence[numpy.ndarray], at
     offsets = numpy.zeros((len(lengths) + 1,), dtype=numpy.int64)
     offsets[1:] = numpy.cumsum(lengths)
     classes = numpy.concatenate(batch_classes) if lengths else numpy.zeros((0,), dtype=numpy.int32)
-    columns = [doc.to_array(list(attrs)).reshape((len(doc), len(attrs))) for doc in docs if len(doc)] \
-        if attrs else []
-    extra = numpy.concatenate(columns) if columns else numpy.zeros((len(classes), len(attrs)), dtype=numpy.uint64)
+    extra = docarrays.read(docs, list(attrs)) if attrs else numpy.zeros((len(classes), 0), dtype=numpy.uint64)
     return classes, offsets, extra
 
 

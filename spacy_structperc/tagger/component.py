@@ -4,7 +4,7 @@ Three decoders over one model (see SequenceLabeller): exact Viterbi (first or se
 Collins 2002), beam search with violation-fixing updates (huang2012), and greedy history-based
 decoding with depth-D lookahead and the margin perceptron (tsuruoka2011).
 """
-from typing import Any, Dict, Iterable, List, Optional, Sequence, cast
+from typing import Any, Dict, Iterable, List, Optional, Sequence
 
 import numpy
 from spacy.attrs import POS, TAG
@@ -12,9 +12,9 @@ from spacy.parts_of_speech import IDS as UPOS_IDS
 from spacy.tokens import Doc
 from spacy.training import Example
 from spacy.vocab import Vocab
-from thinc.types import Ints2d
 
 from .._core.atoms import AtomTable
+from .. import docarrays
 from ..errors import Errors
 from ..atoms import AtomBatch
 from ..model import PerceptronModel
@@ -152,7 +152,7 @@ class StructuredTagger(SequenceLabeller):
         return self._dict_mask(atoms.orths) if self._dict_rows else None
 
     def set_annotations(self, docs: Iterable[Doc], batch_classes: List[numpy.ndarray]) -> None:
-        """Write the tags (and their POS) of the whole batch with one from_array per Doc."""
+        """Write the tags (and their POS) of the whole batch in one docarrays.write."""
         attr = ATTRS[self.cfg["attr"]]
         with_pos = attr == TAG and bool(self._pos_values.any())
         docs = list(docs)
@@ -163,10 +163,7 @@ class StructuredTagger(SequenceLabeller):
         else:
             attrs = [attr]
             values = self._label_values[classes].reshape((-1, 1))
-        bounds = offsets.tolist()
-        for doc, a, b in zip(docs, bounds, bounds[1:]):
-            if a < b:
-                doc.from_array(attrs, cast(Ints2d, values[a:b]))
+        docarrays.write(docs, offsets, attrs, values)
 
     # Training ----------------------------------------------------------------------------------
 
