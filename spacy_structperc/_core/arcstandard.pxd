@@ -91,6 +91,7 @@ cdef class ArcStandardSystem(TransitionSystem):
     cdef int extract(self, const void* state, hash_t* keys) noexcept nogil
     cdef int _extract_range(self, const void* state, const int* tok, int lo, int hi, hash_t* keys) noexcept nogil
     cdef void _score_greedy(self, const void* state, weight_t* scores) noexcept nogil
+    cdef void _score_moves_greedy(self, const void* state, weight_t* scores) noexcept nogil
     cdef bint is_valid(self, const void* state, int action) noexcept nogil
     cdef void _score(self, const void* state, weight_t* scores, bint search) noexcept nogil
     cdef void prune(self, weight_t* scores, int start, int keep) noexcept nogil

@@ -428,8 +428,7 @@ cdef class ArcStandardSystem(TransitionSystem):
         if not search and st.n_stack < 2:
             # Only SHIFT and BREAK can be valid: their two columns are all that is read (the
             # arcs' scores are -inf below).
-            n = self.extract(state, self._keys)
-            self.weights.score_prefix(self._keys, n, N_FIXED_ACTIONS, scores)
+            self._score_moves_greedy(state, scores)
         elif not search:
             self._score_greedy(state, scores)
         else:
@@ -497,6 +496,30 @@ cdef class ArcStandardSystem(TransitionSystem):
             self.prefix_version_qs0 = version
         n = self._extract_range(state, tok, self.templates.n_s0_queue, self.templates.n, self._keys)
         self.weights.add_rows(self._keys, n, scores)
+
+    cdef void _score_moves_greedy(self, const void* state, weight_t* scores) noexcept nogil:
+        # SHIFT's and BREAK's scores (fewer than two items on the stack), started from the kept
+        # partial sums where they hold (an arc that left one item: the buffer, and after a
+        # LEFT-ARC s0, are where they were), as _score_greedy does for every action.
+        cdef const ParseStateC* st = <const ParseStateC*>state
+        cdef int tok[N_ADDR]
+        cdef int n, lo = 0, buf = st.buf
+        cdef int64_t version = self.weights.version
+        if self.n_tokens == 0:
+            memset(scores, 0, N_FIXED_ACTIONS * sizeof(weight_t))
+            return
+        self.resolve(state, tok)
+        if (st.n_stack == 1 and self.prefix_buf_qs0 == buf and self.prefix_s0 == tok[ADDR_S0]
+                and self.prefix_version_qs0 == version):
+            memcpy(scores, self.prefix_qs0, N_FIXED_ACTIONS * sizeof(weight_t))
+            lo = self.templates.n_s0_queue
+        elif self.prefix_buf_q == buf and self.prefix_version_q == version:
+            memcpy(scores, self.prefix_q, N_FIXED_ACTIONS * sizeof(weight_t))
+            lo = self.templates.n_queue
+        else:
+            memset(scores, 0, N_FIXED_ACTIONS * sizeof(weight_t))
+        n = self._extract_range(state, tok, lo, self.templates.n, self._keys)
+        self.weights.score_prefix(self._keys, n, N_FIXED_ACTIONS, scores)
 
     cdef void prune(self, weight_t* scores, int start, int keep) noexcept nogil:
         """Keep the `keep` best of the arc actions start, start + 2, ... (one direction);

@@ -888,9 +888,10 @@ cdef class AveragedWeights:
                     scores[c] += w[c]
 
     cdef void score_prefix(self, const hash_t* keys, int n_keys, int m, weight_t* out) noexcept nogil:
-        # out[:m] = classes 0..m-1 of the sums add_rows makes from zero, to the bit (each class
-        # is summed over the rows in key order either way), reading only those classes of a
-        # loaded table: a parser state where only SHIFT and BREAK are valid needs two of 108.
+        # out[:m] += classes 0..m-1 of the rows, the floats add_rows makes from out to the bit
+        # (each class is summed over the rows in key order either way), reading only those
+        # classes of a loaded table: a parser state where only SHIFT and BREAK are valid needs
+        # two of 108. The caller sets out[:m] (zeros, or the sums of rows before these keys).
         cdef int j, c, n_found, start, C = self.n_classes
         cdef int64_t found[64]
         cdef weight_t tmp[256]
@@ -906,12 +907,12 @@ cdef class AveragedWeights:
                     out[c] = NAN
                 return
             memset(full, 0, C * sizeof(weight_t))
+            memcpy(full, out, m * sizeof(weight_t))
             self.add_rows(keys, n_keys, full)
             memcpy(out, full, m * sizeof(weight_t))
             if C > 256:
                 free(full)
             return
-        memset(out, 0, m * sizeof(weight_t))
         for start in range(0, n_keys, 64):
             n_found = _find_block(self, keys, start, min(n_keys, start + 64), found)
             for j in range(n_found):

@@ -105,6 +105,23 @@ def _reranker_block(name: str, decoder: str, block: Optional[dict]) -> Optional[
     return out
 
 
+
+class ParseBatch(List[Tuple[numpy.ndarray, numpy.ndarray]]):
+    """What `predict` returns: (heads, label classes) per Doc (see predict), with the whole
+    batch's `heads` and `classes` concatenated and the Docs' `offsets` into them, so
+    set_annotations writes them without joining the Docs' arrays again. Each Doc's pair is a view
+    of those. A plain list of pairs is accepted by set_annotations too."""
+
+    def __init__(self, heads: numpy.ndarray, classes: numpy.ndarray, offsets: numpy.ndarray):
+        bounds = offsets.tolist()
+        super().__init__((heads[a:b], classes[a:b]) for a, b in zip(bounds[:-1], bounds[1:]))
+        self.heads, self.classes, self.offsets = heads, classes, offsets
+        self.lengths = numpy.diff(offsets).tolist()
+
+    def matches(self, docs: Sequence[Doc]) -> bool:
+        """Whether these were predicted for Docs of the lengths of `docs`."""
+        return list(map(len, docs)) == self.lengths
+
 class StructuredParser(PerceptronPipe):
     """Assigns `token.head`, `token.dep_` and sentence boundaries with a structured perceptron.
 
@@ -372,8 +389,8 @@ class StructuredParser(PerceptronPipe):
         classes = numpy.full((n,), len(self.cfg["labels"]), dtype=numpy.int64)
         decoder, param = self._decoder_setting()
         batch.parse(self.system, decoder, param, atoms.atoms, spans, PARSE_WINDOW, heads, classes)
-        offsets = atoms.offsets.tolist()
-        return [(heads[a:b] - a, classes[a:b]) for a, b in zip(offsets[:-1], offsets[1:])]
+        return ParseBatch(heads - numpy.repeat(atoms.offsets[:-1], numpy.diff(atoms.offsets)), classes,
+                          atoms.offsets)
 
     def kbest(self, doc: Doc, k: int, width: Optional[int] = None):
         """The k best distinct parses of each span of `doc` (see `_spans`) by beam search of
@@ -496,14 +513,18 @@ class StructuredParser(PerceptronPipe):
         Doc would set); spaCy's deprojectivize (a Python step per token) runs only on the Docs
         that got a decorated label."""
         docs = list(docs)
-        predictions = list(predictions)
-        if not predictions:
+        if isinstance(predictions, ParseBatch) and predictions.matches(docs):
+            heads, classes, offsets = predictions.heads, predictions.classes, predictions.offsets
+        else:
+            predictions = list(predictions)
+            heads = numpy.concatenate([h for h, _ in predictions]) if predictions else numpy.zeros((0,), dtype=numpy.int64)
+            classes = numpy.concatenate([c for _, c in predictions]) if predictions else heads
+            offsets = numpy.zeros((len(predictions) + 1,), dtype=numpy.int64)
+            numpy.cumsum([len(h) for h, _ in predictions], out=offsets[1:])
+        if len(offsets) == 1:
             return
-        heads = numpy.concatenate([h for h, _ in predictions])
-        classes = numpy.concatenate([c for _, c in predictions])
-        lengths = numpy.array([len(h) for h, _ in predictions], dtype=numpy.int64)
-        starts = numpy.zeros_like(lengths)
-        numpy.cumsum(lengths[:-1], out=starts[1:])
+        lengths = numpy.diff(offsets)
+        starts = offsets[:-1]
         positions = numpy.arange(len(heads)) - numpy.repeat(starts, lengths)
         values = numpy.zeros((len(heads), 2), dtype=numpy.uint64)
         values[:, 0] = (heads - positions).astype(numpy.int64).view(numpy.uint64)
@@ -513,7 +534,6 @@ class StructuredParser(PerceptronPipe):
         decorated = numpy.zeros((len(lengths),), dtype=bool)
         if nonempty.any():
             decorated[nonempty] = numpy.logical_or.reduceat(self._decorated[classes], starts[nonempty])
-        offsets = numpy.append(starts, len(heads))
         docarrays.write(docs, offsets, [HEAD, DEP], values)
         for k in numpy.flatnonzero(decorated).tolist():
             deprojectivize(docs[k])

@@ -187,6 +187,22 @@ def test_pipe_equals_call(trained):
     assert piped == [parse_of(trained(d)) for d in docs]
 
 
+def test_predictions_as_a_batch_or_a_plain_list_write_the_same(trained):
+    # predict returns a ParseBatch (the batch's arrays kept whole); set_annotations takes it,
+    # or any list of (heads, classes) pairs, and a batch for other Docs is checked as a list.
+    parser = trained.get_pipe("structperc_parser")
+    words = TEST_WORDS + [["A"], [], TRAIN_DATA[3][0]]
+    batch = parser.predict([tagged(trained, w) for w in words])
+    assert type(batch).__name__ == "ParseBatch" and len(batch) == len(words)
+    by_batch, by_list = [tagged(trained, w) for w in words], [tagged(trained, w) for w in words]
+    parser.set_annotations(by_batch, batch)
+    parser.set_annotations(by_list, [(h.copy(), c.copy()) for h, c in batch])
+    assert [parse_of(d) for d in by_batch] == [parse_of(d) for d in by_list]
+    assert [parse_of(d) for d in by_batch] == [parse_of(trained(tagged(trained, w))) for w in words]
+    with pytest.raises(ValueError, match="S30"):
+        parser.set_annotations([tagged(trained, w) for w in words[1:]], batch)
+
+
 @pytest.mark.slow
 def test_pipe_with_two_processes_equals_single_process(trained):
     words = TEST_WORDS * 3
