@@ -86,7 +86,7 @@ def read(docs: Sequence[Doc], attrs: Attrs) -> numpy.ndarray:
     len(attrs)) equal to numpy.concatenate([doc.to_array(attrs) for doc in docs]) with to_array's
     2-d shape (HEAD relative, as to_array gives it)."""
     if FAST_PATH:
-        return _compiled.read(docs, attrs)  # type: ignore[union-attr]
+        return _compiled.read(docs, attr_ids(attrs))  # type: ignore[union-attr]
     ids: List[Union[int, str]] = [*attr_ids(attrs)]
     columns = [doc.to_array(ids).reshape((len(doc), len(ids))) for doc in docs if len(doc)] if ids else []
     if not columns:
@@ -114,12 +114,13 @@ def write(docs: Sequence[Doc], offsets: numpy.ndarray, attrs: Attrs, values: num
     and sentence starts set from the heads when some DEP is not 0). The whole batch is checked
     first: a head outside its Doc (S304), an ENT_IOB value that is not one (S305) or rows that
     do not fit the Docs (S306, S307) raise a ValueError and no Doc is written. MORPH is refused."""
-    if FAST_PATH:
-        _compiled.write(docs, offsets, attrs, values)  # type: ignore[union-attr]
-        return
     docs = list(docs)
     ids = attr_ids(attrs)
     array, bounds = _check(docs, offsets, ids, values)
+    if FAST_PATH:
+        _compiled.write(docs, numpy.asarray(bounds, dtype=numpy.int64), ids,  # type: ignore[union-attr]
+                        numpy.ascontiguousarray(array))
+        return
     for doc, a, b in zip(docs, bounds, bounds[1:]):
         if a < b:
             doc.from_array([*ids], cast(Ints2d, array[a:b]))
@@ -127,8 +128,8 @@ def write(docs: Sequence[Doc], offsets: numpy.ndarray, attrs: Attrs, values: num
 
 def _check(docs: List[Doc], offsets: numpy.ndarray, ids: List[int], values: numpy.ndarray
            ) -> Tuple[numpy.ndarray, List[int]]:
-    """What the compiled write checks, in the same order and with the same errors: the values
-    as a 2-d array and the offsets as a list, if the whole batch can be written."""
+    """The checks of `write`, on either path: the values as a 2-d array and the offsets as a
+    list, if the whole batch can be written (else the first problem's coded error)."""
     n_attrs = len(ids)
     if n_attrs == 0:
         raise ValueError(Errors.S307.format(problem="no attributes to write"))
@@ -153,11 +154,13 @@ def _check(docs: List[Doc], offsets: numpy.ndarray, ids: List[int], values: nump
     if bounds[0] != 0 or bounds[-1] != n_rows:
         raise ValueError(Errors.S307.format(
             problem=f"offsets run from {bounds[0]} to {bounds[-1]}, not from 0 to the {n_rows} rows of the values"))
-    for k, (doc, a, b) in enumerate(zip(docs, bounds, bounds[1:])):
-        if b - a != len(doc):
-            raise ValueError(Errors.S306.format(doc=k, doc_length=len(doc), start=a, end=b,
-                                                array_length=b - a, n_rows=n_rows))
     lengths = numpy.asarray(bounds[1:], dtype=numpy.int64) - numpy.asarray(bounds[:-1], dtype=numpy.int64)
+    misfit = numpy.flatnonzero(lengths != numpy.fromiter(map(len, docs), dtype=numpy.int64, count=len(docs)))
+    if len(misfit):
+        k = int(misfit[0])
+        a, b = bounds[k], bounds[k + 1]
+        raise ValueError(Errors.S306.format(doc=k, doc_length=len(docs[k]), start=a, end=b,
+                                            array_length=b - a, n_rows=n_rows))
     # The first bad row of each kind, and its Doc: the compiled loop checks Doc after Doc, its
     # heads before its ENT_IOB values.
     found = []   # (doc, kind, row)

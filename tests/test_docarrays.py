@@ -297,3 +297,25 @@ def test_a_trained_pipeline_annotates_identically_on_both_paths(trained_nlp, dat
     numpy.testing.assert_array_equal(results[0][1], results[1][1])
     assert results[0][2] == results[1][2]
     assert any(d for d in results[0][0] if d[1])   # something was parsed
+
+
+def test_the_compiled_write_refuses_rows_that_would_write_outside_a_doc():
+    # docarrays.write checks a batch before the compiled write; called directly, the compiled
+    # write still refuses, before writing anything, what would touch memory outside a Doc.
+    from spacy_structperc import _docarrays
+    vocab = spacy.blank("en").vocab
+    docs = [Doc(vocab, words=["a", "b"]), Doc(vocab, words=["c", "d", "e"])]
+    dep = vocab.strings.add("dep")
+    good = numpy.array([[1, dep], [0, dep], [0, dep], [-1, dep], [-2, dep]], dtype=numpy.int64).view(numpy.uint64)
+    offsets = numpy.array([0, 2, 5], dtype=numpy.int64)
+    for values, offs in ((good.copy(), numpy.array([0, 3, 5], dtype=numpy.int64)),
+                         (good.copy(), numpy.array([0, 2], dtype=numpy.int64))):
+        with pytest.raises(ValueError, match="S307"):
+            _docarrays.write(docs, offs, [HEAD, DEP], numpy.ascontiguousarray(values))
+    outside = good.copy()
+    outside[4, 0] = numpy.uint64(5)   # the last token's head 5 tokens on: outside its Doc
+    with pytest.raises(ValueError, match="S307"):
+        _docarrays.write(docs, offsets, [HEAD, DEP], outside)
+    assert all(not d.has_annotation("DEP") for d in docs)
+    _docarrays.write(docs, offsets, [HEAD, DEP], good)
+    assert [t.head.i for t in docs[1]] == [0, 0, 0] and docs[0][0].head.i == 1
