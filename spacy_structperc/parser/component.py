@@ -105,7 +105,6 @@ def _reranker_block(name: str, decoder: str, block: Optional[dict]) -> Optional[
     return out
 
 
-
 class ParseBatch(List[Tuple[numpy.ndarray, numpy.ndarray]]):
     """What `predict` returns: (heads, label classes) per Doc (see predict), with the whole
     batch's `heads` and `classes` concatenated and the Docs' `offsets` into them, so
@@ -121,6 +120,7 @@ class ParseBatch(List[Tuple[numpy.ndarray, numpy.ndarray]]):
     def matches(self, docs: Sequence[Doc]) -> bool:
         """Whether these were predicted for Docs of the lengths of `docs`."""
         return list(map(len, docs)) == self.lengths
+
 
 class StructuredParser(PerceptronPipe):
     """Assigns `token.head`, `token.dep_` and sentence boundaries with a structured perceptron.
@@ -517,7 +517,8 @@ class StructuredParser(PerceptronPipe):
             heads, classes, offsets = predictions.heads, predictions.classes, predictions.offsets
         else:
             predictions = list(predictions)
-            heads = numpy.concatenate([h for h, _ in predictions]) if predictions else numpy.zeros((0,), dtype=numpy.int64)
+            heads = numpy.concatenate([h for h, _ in predictions]) if predictions \
+                else numpy.zeros((0,), dtype=numpy.int64)
             classes = numpy.concatenate([c for _, c in predictions]) if predictions else heads
             offsets = numpy.zeros((len(predictions) + 1,), dtype=numpy.int64)
             numpy.cumsum([len(h) for h, _ in predictions], out=offsets[1:])
