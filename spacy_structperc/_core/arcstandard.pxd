@@ -77,12 +77,13 @@ cdef class ArcStandardSystem(TransitionSystem):
     cdef int64_t* cache_version
     cdef weight_t* cache_scores
     # Greedy decoding (score_argmax without gold): the partial sums of the queue templates'
-    # rows (valid for buffer position prefix_buf) and of those plus s0's (for prefix_s0 and
-    # prefix_buf), each for weights version prefix_version; reset when a span is bound.
+    # rows (valid for buffer position prefix_buf) and of those plus s0's (for prefix_s0 too),
+    # both for weights version prefix_version (they are always stored together); reset when a
+    # span is bound.
     cdef weight_t* prefix_q
     cdef weight_t* prefix_qs0
-    cdef int prefix_buf_q, prefix_buf_qs0, prefix_s0
-    cdef int64_t prefix_version_q, prefix_version_qs0
+    cdef int prefix_buf, prefix_s0
+    cdef int64_t prefix_version
 
     cdef int* arr(self, const void* state, int k) noexcept nogil
     cdef void bind(self, const atom_t* atoms, int n, bint allow_break) noexcept nogil
@@ -90,6 +91,7 @@ cdef class ArcStandardSystem(TransitionSystem):
     cdef void resolve(self, const void* state, int* tok) noexcept nogil
     cdef int extract(self, const void* state, hash_t* keys) noexcept nogil
     cdef int _extract_range(self, const void* state, const int* tok, int lo, int hi, hash_t* keys) noexcept nogil
+    cdef int _from_kept(self, int buf, int s0, int m, weight_t* scores) noexcept nogil
     cdef void _score_greedy(self, const void* state, weight_t* scores) noexcept nogil
     cdef void _score_moves_greedy(self, const void* state, weight_t* scores) noexcept nogil
     cdef bint is_valid(self, const void* state, int action) noexcept nogil

@@ -218,7 +218,7 @@ cdef class ArcStandardSystem(TransitionSystem):
         self.n_tokens = n
         self.allow_break = allow_break
         self.complete_gold = False
-        self.prefix_buf_q = self.prefix_buf_qs0 = -1
+        self.prefix_buf = -1
         self.state_size = sizeof(ParseStateC) + N_ARRAYS * max(n, 1) * sizeof(int)
 
     cdef int apply(self, const int* actions, int n_actions, char* state) noexcept nogil:
@@ -465,6 +465,19 @@ cdef class ArcStandardSystem(TransitionSystem):
             if g >= N_FIXED_ACTIONS:
                 scores[g] = keep_gold
 
+    cdef int _from_kept(self, int buf, int s0, int m, weight_t* scores) noexcept nogil:
+        # scores[:m] = the longest kept partial sum that holds for this buffer position and s0
+        # (zeros when none does); returns where extraction continues (in template order).
+        cdef size_t size = m * sizeof(weight_t)
+        if self.prefix_buf == buf and self.prefix_version == self.weights.version:
+            if self.prefix_s0 == s0:
+                memcpy(scores, self.prefix_qs0, size)
+                return self.templates.n_s0_queue
+            memcpy(scores, self.prefix_q, size)
+            return self.templates.n_queue
+        memset(scores, 0, size)
+        return 0
+
     cdef void _score_greedy(self, const void* state, weight_t* scores) noexcept nogil:
         # All actions' scores, the rows added in extraction order as add_rows does: the queue
         # templates' rows first, then s0's, then the rest. The first two partial sums are kept
@@ -472,28 +485,21 @@ cdef class ArcStandardSystem(TransitionSystem):
         # so an arc's next state looks up only the rest. Sums are the same to the bit either way.
         cdef const ParseStateC* st = <const ParseStateC*>state
         cdef int tok[N_ADDR]
-        cdef int n, buf = st.buf
+        cdef int n, lo
         cdef size_t size = self.n_actions * sizeof(weight_t)
-        cdef int64_t version = self.weights.version
         self.resolve(state, tok)
-        if self.prefix_buf_qs0 == buf and self.prefix_s0 == tok[ADDR_S0] and self.prefix_version_qs0 == version:
-            memcpy(scores, self.prefix_qs0, size)
-        else:
-            if self.prefix_buf_q == buf and self.prefix_version_q == version:
-                memcpy(scores, self.prefix_q, size)
-            else:
-                memset(scores, 0, size)
-                n = self._extract_range(state, tok, 0, self.templates.n_queue, self._keys)
-                self.weights.add_rows(self._keys, n, scores)
-                memcpy(self.prefix_q, scores, size)
-                self.prefix_buf_q = buf
-                self.prefix_version_q = version
+        lo = self._from_kept(st.buf, tok[ADDR_S0], self.n_actions, scores)
+        if lo < self.templates.n_queue:
+            n = self._extract_range(state, tok, 0, self.templates.n_queue, self._keys)
+            self.weights.add_rows(self._keys, n, scores)
+            memcpy(self.prefix_q, scores, size)
+        if lo < self.templates.n_s0_queue:
             n = self._extract_range(state, tok, self.templates.n_queue, self.templates.n_s0_queue, self._keys)
             self.weights.add_rows(self._keys, n, scores)
             memcpy(self.prefix_qs0, scores, size)
-            self.prefix_buf_qs0 = buf
+            self.prefix_buf = st.buf
             self.prefix_s0 = tok[ADDR_S0]
-            self.prefix_version_qs0 = version
+            self.prefix_version = self.weights.version
         n = self._extract_range(state, tok, self.templates.n_s0_queue, self.templates.n, self._keys)
         self.weights.add_rows(self._keys, n, scores)
 
@@ -501,23 +507,13 @@ cdef class ArcStandardSystem(TransitionSystem):
         # SHIFT's and BREAK's scores (fewer than two items on the stack), started from the kept
         # partial sums where they hold (an arc that left one item: the buffer, and after a
         # LEFT-ARC s0, are where they were), as _score_greedy does for every action.
-        cdef const ParseStateC* st = <const ParseStateC*>state
         cdef int tok[N_ADDR]
-        cdef int n, lo = 0, buf = st.buf
-        cdef int64_t version = self.weights.version
+        cdef int n, lo
         if self.n_tokens == 0:
             memset(scores, 0, N_FIXED_ACTIONS * sizeof(weight_t))
             return
         self.resolve(state, tok)
-        if (st.n_stack == 1 and self.prefix_buf_qs0 == buf and self.prefix_s0 == tok[ADDR_S0]
-                and self.prefix_version_qs0 == version):
-            memcpy(scores, self.prefix_qs0, N_FIXED_ACTIONS * sizeof(weight_t))
-            lo = self.templates.n_s0_queue
-        elif self.prefix_buf_q == buf and self.prefix_version_q == version:
-            memcpy(scores, self.prefix_q, N_FIXED_ACTIONS * sizeof(weight_t))
-            lo = self.templates.n_queue
-        else:
-            memset(scores, 0, N_FIXED_ACTIONS * sizeof(weight_t))
+        lo = self._from_kept((<const ParseStateC*>state).buf, tok[ADDR_S0], N_FIXED_ACTIONS, scores)
         n = self._extract_range(state, tok, lo, self.templates.n, self._keys)
         self.weights.score_prefix(self._keys, n, N_FIXED_ACTIONS, scores)
 
