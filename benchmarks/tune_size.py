@@ -9,8 +9,12 @@ was saved otherwise). Rows go to ``benchmarks/results/size_tuning.json``.
 
     python benchmarks/tune_size.py --model training/parser/model-best --dev corpus/dev.spacy
     python benchmarks/tune_size.py ... --settings "float32 0;int8 0;float16 0;int8 0.5"
+    python benchmarks/tune_size.py ... --settings "float16 0;float16 1" --pipes parser --speed-passes 10
 
-A setting is "PRECISION PRUNE_BELOW"; "reference" is the pipeline as given (no re-save).
+A setting is "PRECISION PRUNE_BELOW", applied to the components named by --pipes (default: all);
+"reference" is the pipeline as given (no re-save). With --speed-passes, one more child process
+loads every pipeline and times ``nlp.pipe`` on the dev split's gold words, the pipelines' passes
+alternated, and keeps each one's best pass (words_per_second).
 """
 from __future__ import annotations
 
@@ -62,6 +66,36 @@ print(json.dumps(out))
 """
 
 
+SPEED_CHILD = r"""
+import json, sys, time
+import spacy
+import spacy_structperc  # noqa: F401
+from spacy.tokens import Doc, DocBin
+dev, passes, dirs = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+nlps = [spacy.load(d) for d in dirs]
+gold = list(DocBin().from_disk(dev).get_docs(nlps[0].vocab))
+n_words = sum(len(doc) for doc in gold)
+best = [0.0] * len(dirs)
+for _ in range(passes):
+    for i, nlp in enumerate(nlps):
+        docs = [Doc(nlp.vocab, words=[t.text for t in g], spaces=[bool(t.whitespace_) for t in g]) for g in gold]
+        t = time.perf_counter()
+        for _doc in nlp.pipe(docs, batch_size=1000):
+            pass
+        best[i] = max(best[i], n_words / (time.perf_counter() - t))
+print(json.dumps(best))
+"""
+
+
+def measure_speed(dirs: list, dev: Path, passes: int) -> list:
+    """words/s of each pipeline in `dirs` (package as it is), one child process, passes alternated."""
+    proc = subprocess.run([sys.executable, "-c", SPEED_CHILD, str(dev), str(passes)] + [str(d) for d in dirs],
+                          capture_output=True, text=True, env=C.child_env(), cwd=C.REPO_ROOT)
+    if proc.returncode:
+        raise RuntimeError(proc.stderr[-3000:])
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
 def measure(model_dir: Path, dev: Path, code: Optional[Path] = None, load_only: bool = False) -> dict:
     """Measure in a child process; `code`: another checkout's package (the code before a change)."""
     env = C.child_env({"PYTHONPATH": str(code)} if code else None)
@@ -72,12 +106,12 @@ def measure(model_dir: Path, dev: Path, code: Optional[Path] = None, load_only: 
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def resave(model_dir: Path, out_dir: Path, precision: str, prune_below: float) -> None:
+def resave(model_dir: Path, out_dir: Path, precision: str, prune_below: float, pipes=None) -> None:
     import spacy
     nlp = spacy.load(model_dir)
-    for _, pipe in nlp.pipeline:
+    for name, pipe in nlp.pipeline:
         model = getattr(pipe, "model", None)
-        if hasattr(model, "precision"):
+        if hasattr(model, "precision") and (pipes is None or name in pipes):
             model.precision = precision
             model.prune_below = prune_below
     nlp.to_disk(out_dir)
@@ -154,6 +188,10 @@ def main() -> None:
     ap.add_argument("--load-compare", default="",
                     help="'NAME=PIPELINE[@CODE];...': only spacy.load time and RSS of these pipelines (each "
                          "with the package in CODE, if given), best of --load-repeats fresh processes in turns")
+    ap.add_argument("--pipes", default="",
+                    help="comma-separated components the settings apply to (default: every one)")
+    ap.add_argument("--speed-passes", type=int, default=0,
+                    help="also time nlp.pipe on dev for every pipeline, passes alternated in one process")
     ap.add_argument("--train-logs", default="",
                     help="'SETTING=LOG;...': `/usr/bin/time -v spacy train` logs, for training peak RSS rows")
     args = ap.parse_args()
@@ -173,7 +211,8 @@ def main() -> None:
             precision, prune = setting.split()
             out_dir = Path(tmp) / setting.replace(" ", "_")
             t = time.perf_counter()
-            resave(args.model, out_dir, precision, float(prune))
+            resave(args.model, out_dir, precision, float(prune),
+                   [x.strip() for x in args.pipes.split(",") if x.strip()] or None)
             save_seconds = time.perf_counter() - t
             m = measure(out_dir, args.dev)
             m["save_seconds"] = save_seconds
@@ -187,6 +226,11 @@ def main() -> None:
                 again = measure(path, args.dev, code, load_only=True)
                 m["load_seconds"] = min(m["load_seconds"], again["load_seconds"])
                 m["rss_after_load_mb"] = min(m["rss_after_load_mb"], again["rss_after_load_mb"])
+        if args.speed_passes and results:
+            speeds = measure_speed([dirs[setting][0] for setting, _m, _size in results], args.dev,
+                                   args.speed_passes)
+            for (_setting, m, _size), wps in zip(results, speeds):
+                m["words_per_second"] = wps
     for item in [x for x in args.train_logs.split(";") if x.strip()]:
         setting, log = item.split("=", 1)
         rows.extend(C.make_row("structperc", setting.strip(), metric, value, dataset="ud_en_ewt", split="dev")
