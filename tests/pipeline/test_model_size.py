@@ -19,10 +19,12 @@ N_TRAIN_SENTS = 1500
 N_DEV_SENTS = 500
 # Measured on the first 500 dev sentences (7,621 tokens) after 2 epochs on the first 1,500
 # training sentences: float16 agrees with float32 on 99.99% of tags and 100.00% of (head,
-# label); int8 on 99.95% and 99.34%; float16 with prune_below 0.25 on 99.92% and 98.37%. Floors
-# a little below those.
+# label); int8 on 99.95% and 99.34%; float16 with prune_below 0.25 on 99.92% and 98.37%; with
+# prune_below 1.0 (configs/parser.cfg's) on 98.98% and 88.81%: after two epochs most rows hold
+# one update or less (the parser of parser.cfg, trained in full, agrees on 98.97% of dev arcs:
+# benchmarks/results/size_tuning.json). Floors a little below those.
 AGREEMENT_FLOORS = {("float16", 0.0): (0.9995, 0.999), ("int8", 0.0): (0.998, 0.99),
-                    ("float16", 0.25): (0.998, 0.975)}
+                    ("float16", 0.25): (0.998, 0.975), ("float16", 1.0): (0.985, 0.87)}
 
 
 @pytest.fixture(scope="module")
