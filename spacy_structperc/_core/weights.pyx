@@ -42,23 +42,26 @@ cdef extern from *:
     typedef struct { uint64_t key; int64_t row; } structperc_bucket;
 
     /* The row a bucket holds for key (not 0), or -1: the key's group (one cache line) is
-       compared whole, with selects rather than a branch per bucket, then the next group only
-       when all four buckets are taken. Insertion probes linearly from the group's first bucket
-       and nothing is ever deleted, so every bucket between a key's home and the key is taken:
-       an empty bucket in a group that does not hold the key means the key has no row. */
+       compared whole, with masks rather than a branch per bucket (where the key sits in its
+       group is random, so such branches are mispredicted), then the next group only when all
+       four buckets are taken. Insertion probes linearly from the group's first bucket and
+       nothing is ever deleted, so every bucket between a key's home and the key is taken: an
+       empty bucket in a group that does not hold the key means the key has no row. */
     static inline int64_t structperc_probe_groups(const void* table, size_t mask, size_t home,
                                                   uint64_t key) {
         const structperc_bucket* t = (const structperc_bucket*)table;
         size_t g = home;
         for (;;) {
             const structperc_bucket* b = t + g;
-            int64_t r = -1;
-            r = b[0].key == key ? b[0].row : r;
-            r = b[1].key == key ? b[1].row : r;
-            r = b[2].key == key ? b[2].row : r;
-            r = b[3].key == key ? b[3].row : r;
-            if (r != -1) return r;
-            if ((b[0].key == 0) | (b[1].key == 0) | (b[2].key == 0) | (b[3].key == 0)) return -1;
+            uint64_t m0 = -(uint64_t)(b[0].key == key), m1 = -(uint64_t)(b[1].key == key);
+            uint64_t m2 = -(uint64_t)(b[2].key == key), m3 = -(uint64_t)(b[3].key == key);
+            uint64_t hit = m0 | m1 | m2 | m3;
+            /* the matching bucket's row, or all ones (-1) when none matches */
+            uint64_t r = ((uint64_t)b[0].row & m0) | ((uint64_t)b[1].row & m1)
+                       | ((uint64_t)b[2].row & m2) | ((uint64_t)b[3].row & m3) | ~hit;
+            if (__builtin_expect((hit != 0) | (b[0].key == 0) | (b[1].key == 0)
+                                 | (b[2].key == 0) | (b[3].key == 0), 1))
+                return (int64_t)r;
             g = (g + 4) & mask;
         }
     }
@@ -115,16 +118,18 @@ cdef extern from *:
         return _cvtsh_ss(h);
     }
 
+    /* Sparse entries added with F16C. No NaN check: VCVTPH2PS quiets a signalling NaN, but
+       the add quiets it anyway (keeping the payload), so the sums are the software path's. */
     __attribute__((target("f16c")))
     static void structperc_add_f16_f16c(const uint16_t* h, const void* cols, int wide,
                                         size_t lo, size_t hi, float* out) {
         size_t e;
         if (wide) {
             const uint16_t* c = (const uint16_t*)cols;
-            for (e = lo; e < hi; e++) out[c[e]] += structperc_half_to_float_f16c(h[e]);
+            for (e = lo; e < hi; e++) out[c[e]] += _cvtsh_ss(h[e]);
         } else {
             const uint8_t* c = (const uint8_t*)cols;
-            for (e = lo; e < hi; e++) out[c[e]] += structperc_half_to_float_f16c(h[e]);
+            for (e = lo; e < hi; e++) out[c[e]] += _cvtsh_ss(h[e]);
         }
     }
 
@@ -147,17 +152,60 @@ cdef extern from *:
     }
 
     /* out[c] += rows[0][c], then rows[1][c], ... (each add rounded as a row-by-row add rounds
-       it) for full float16 rows: one load and store of out per eight classes for the whole run
-       of rows instead of per row. No NaN check: VCVTPH2PS quiets a signalling NaN, but the add
-       quiets it anyway (keeping the payload), so the sums are those of every other path. */
+       it) for full float16 rows, with the sums of up to 64 classes held in registers for the
+       whole run of rows: one load and store of out per class for the run, and one pointer
+       load per row and 64 classes. No NaN check: VCVTPH2PS quiets a signalling NaN, but the
+       add quiets it anyway (keeping the payload), so the sums are those of every other path. */
+    #define STRUCTPERC_CVT8(r, o) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)((r) + (o))))
     __attribute__((target("f16c")))
     static void structperc_add_full_rows_f16c(const uint16_t* const* rows, int k, float* out, int n) {
         int c = 0, j;
+        for (; c + 64 <= n; c += 64) {
+            __m256 a0 = _mm256_loadu_ps(out + c), a1 = _mm256_loadu_ps(out + c + 8);
+            __m256 a2 = _mm256_loadu_ps(out + c + 16), a3 = _mm256_loadu_ps(out + c + 24);
+            __m256 a4 = _mm256_loadu_ps(out + c + 32), a5 = _mm256_loadu_ps(out + c + 40);
+            __m256 a6 = _mm256_loadu_ps(out + c + 48), a7 = _mm256_loadu_ps(out + c + 56);
+            for (j = 0; j < k; j++) {
+                const uint16_t* r = rows[j] + c;
+                a0 = _mm256_add_ps(a0, STRUCTPERC_CVT8(r, 0));
+                a1 = _mm256_add_ps(a1, STRUCTPERC_CVT8(r, 8));
+                a2 = _mm256_add_ps(a2, STRUCTPERC_CVT8(r, 16));
+                a3 = _mm256_add_ps(a3, STRUCTPERC_CVT8(r, 24));
+                a4 = _mm256_add_ps(a4, STRUCTPERC_CVT8(r, 32));
+                a5 = _mm256_add_ps(a5, STRUCTPERC_CVT8(r, 40));
+                a6 = _mm256_add_ps(a6, STRUCTPERC_CVT8(r, 48));
+                a7 = _mm256_add_ps(a7, STRUCTPERC_CVT8(r, 56));
+            }
+            _mm256_storeu_ps(out + c, a0); _mm256_storeu_ps(out + c + 8, a1);
+            _mm256_storeu_ps(out + c + 16, a2); _mm256_storeu_ps(out + c + 24, a3);
+            _mm256_storeu_ps(out + c + 32, a4); _mm256_storeu_ps(out + c + 40, a5);
+            _mm256_storeu_ps(out + c + 48, a6); _mm256_storeu_ps(out + c + 56, a7);
+        }
+        for (; c + 32 <= n; c += 32) {
+            __m256 a0 = _mm256_loadu_ps(out + c), a1 = _mm256_loadu_ps(out + c + 8);
+            __m256 a2 = _mm256_loadu_ps(out + c + 16), a3 = _mm256_loadu_ps(out + c + 24);
+            for (j = 0; j < k; j++) {
+                const uint16_t* r = rows[j] + c;
+                a0 = _mm256_add_ps(a0, STRUCTPERC_CVT8(r, 0));
+                a1 = _mm256_add_ps(a1, STRUCTPERC_CVT8(r, 8));
+                a2 = _mm256_add_ps(a2, STRUCTPERC_CVT8(r, 16));
+                a3 = _mm256_add_ps(a3, STRUCTPERC_CVT8(r, 24));
+            }
+            _mm256_storeu_ps(out + c, a0); _mm256_storeu_ps(out + c + 8, a1);
+            _mm256_storeu_ps(out + c + 16, a2); _mm256_storeu_ps(out + c + 24, a3);
+        }
         for (; c + 8 <= n; c += 8) {
-            __m256 acc = _mm256_loadu_ps(out + c);
+            __m256 a0 = _mm256_loadu_ps(out + c);
             for (j = 0; j < k; j++)
-                acc = _mm256_add_ps(acc, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(rows[j] + c))));
-            _mm256_storeu_ps(out + c, acc);
+                a0 = _mm256_add_ps(a0, STRUCTPERC_CVT8(rows[j], c));
+            _mm256_storeu_ps(out + c, a0);
+        }
+        if (c + 4 <= n) {
+            __m128 a0 = _mm_loadu_ps(out + c);
+            for (j = 0; j < k; j++)
+                a0 = _mm_add_ps(a0, _mm_cvtph_ps(_mm_loadl_epi64((const __m128i*)(rows[j] + c))));
+            _mm_storeu_ps(out + c, a0);
+            c += 4;
         }
         for (; c < n; c++) {
             float a = out[c];
@@ -319,10 +367,9 @@ cdef inline int _find_block(AveragedWeights self, const hash_t* keys, int start,
     for i in range(start, stop):
         prefetch(&self._table[_bucket(keys[i] if keys[i] else 1, mask)])
     for i in range(start, stop):
-        r = self._probe(keys[i])
-        if r >= 0:
-            found[n_found] = r
-            n_found += 1
+        r = probe_groups(self._table, mask, _bucket(keys[i] if keys[i] else 1, mask), keys[i] if keys[i] else 1)
+        found[n_found] = r      # kept only if the key has a row (no branch on it)
+        n_found += r >= 0
     return n_found
 
 
@@ -938,6 +985,7 @@ cdef class AveragedWeights:
         cdef const uint16_t* run[64]
         cdef int n_run = 0
         cdef bint runs_ok = half and _f16c
+        cdef bint sparse_f16c = kind == FROZEN_F16 and _f16c
         cdef int64_t found[64]
         cdef int64_t v
         cdef int start
@@ -972,7 +1020,11 @@ cdef class AveragedWeights:
                     n_run = 0
                 if v >= SPARSE_REF:
                     lo = <size_t>(v & ROW_MASK)
-                    _add_entries(self, lo, lo + <size_t>((v >> ROW_BITS) & 0xFFFF), 0, scores)
+                    hi = lo + <size_t>((v >> ROW_BITS) & 0xFFFF)
+                    if sparse_f16c and hi - lo < <size_t>C:   # the common case, without _add_entries' tests
+                        add_f16_f16c(<const uint16_t*>vals, self._cols, self._wide_cols, lo, hi, scores)
+                    else:
+                        _add_entries(self, lo, hi, 0, scores)
                 elif v > ROW_MASK:
                     if runs_ok:
                         # Consecutive hot rows are added as one run (see add_full_rows_f16c).

@@ -491,11 +491,14 @@ def _mixed_density_rows(rng, n_rows, C):
 
 @pytest.mark.parametrize("precision", PRECISIONS)
 @pytest.mark.parametrize("conversion", ["software", "f16c"])
-def test_widened_hot_rows_score_to_the_bit_as_sparse_rows(precision, conversion):
+@pytest.mark.parametrize("C", [3, 12, 37, 108, 131])
+def test_widened_hot_rows_score_to_the_bit_as_sparse_rows(precision, conversion, C):
+    # C: runs of hot float16 rows are added 64, 32, 8 and 4 classes at a time, then one by one;
+    # these class counts take each of those steps alone and together (108: a parser's).
     if conversion not in _conversions():
         pytest.skip("this CPU has no F16C")
     rng = numpy.random.default_rng(5)
-    C, n = 37, 300
+    n = 300
     keys = numpy.sort(numpy.array(_random_keys(rng, n), dtype=numpy.uint64))
     counts, cols, values, scales = sparse_rows(_mixed_density_rows(rng, n, C), precision)
     indptr = numpy.concatenate([[0], numpy.cumsum(counts)]).astype(numpy.uint32)
@@ -509,7 +512,7 @@ def test_widened_hot_rows_score_to_the_bit_as_sparse_rows(precision, conversion)
         queries.append(numpy.concatenate([keys, keys]))   # more than one block of 64 keys
         widened = [f.score(q) for q in queries]
         exported = f.to_arrays(prune=False)
-        got = [f.get(int(keys[i]), 5) for i in range(0, n, 17)]
+        got = [f.get(int(keys[i]), min(5, C - 1)) for i in range(0, n, 17)]
         assert 0 < f.widen_hot_rows(3 * 48 * 4) < hot      # a budget: some hot rows stay sparse
         partly = [f.score(q) for q in queries]
         assert f.widen_hot_rows(0) == 0
@@ -521,7 +524,7 @@ def test_widened_hot_rows_score_to_the_bit_as_sparse_rows(precision, conversion)
         again = f.to_arrays(prune=False)
         assert numpy.array_equal(again[0], exported[0]) and numpy.array_equal(again[1], exported[1])
         assert numpy.array_equal(f.sorted_rows(prune=False)[0], keys)
-        assert [f.get(int(keys[i]), 5) for i in range(0, n, 17)] == got
+        assert [f.get(int(keys[i]), min(5, C - 1)) for i in range(0, n, 17)] == got
         copy = pickle.loads(pickle.dumps(f))
         assert copy.n_dense == hot and numpy.array_equal(copy.score(queries[0]), widened[0])
         # Training a widened table drops the dense rows and keeps every row's weights.
@@ -610,6 +613,34 @@ def test_a_loaded_key_finds_its_own_row_among_empty_ones(precision):
             row = numpy.zeros((C,), dtype=numpy.float32)
             row[cols[indptr[i]:indptr[i + 1]]] = 1.0
             assert (f.score([keys[i]]) != 0).tolist() == (row != 0).tolist()
+
+
+def test_a_signalling_nan_in_a_sparse_float16_row_sums_to_the_same_bits_with_either_conversion():
+    # Sparse float16 entries are added with F16C without a NaN check too (the add quiets a
+    # signalling NaN whichever conversion widened it): the sums' bits are the software path's.
+    if "f16c" not in _conversions():
+        pytest.skip("this CPU has no F16C")
+    C = 16
+    keys = numpy.array([11, 22, 33], dtype=numpy.uint64)
+    values = numpy.ones((9,), dtype=numpy.float16)
+    values[4] = numpy.uint16(0x7C01).view(numpy.float16)      # a signalling NaN
+    values[7] = numpy.uint16(0xFE05).view(numpy.float16)      # a quiet one, negative
+    cols = numpy.array([0, 5, 7, 5, 6, 11, 1, 2, 5], dtype=numpy.uint8)
+    indptr = numpy.array([0, 3, 6, 9], dtype=numpy.uint32)     # 3 of 16 classes: no row is hot
+    sums = {}
+    for conversion in ("software", "f16c"):
+        previous = weights_module.set_half_conversion(conversion)
+        try:
+            f = AveragedWeights(C, 1)
+            f.load_frozen(keys, indptr, cols, values)
+            assert f.n_dense == 0
+            sums[conversion] = [f.score(q).view(numpy.uint32) for q in (keys, keys[::-1], keys[1:2])]
+        finally:
+            weights_module.set_half_conversion(previous)
+    for a, b in zip(sums["software"], sums["f16c"]):
+        assert numpy.array_equal(a, b)
+    assert sums["f16c"][2][6] == 0x7FC02000       # the signalling NaN's payload, quieted
+    assert sums["f16c"][0][2] == 0xFFC0A000       # the quiet NaN as it was
 
 
 @pytest.mark.parametrize("conversion", ["software", "f16c"])
