@@ -27,7 +27,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as C  # noqa: E402
@@ -106,7 +106,8 @@ def measure(model_dir: Path, dev: Path, code: Optional[Path] = None, load_only: 
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def resave(model_dir: Path, out_dir: Path, precision: str, prune_below: float, pipes=None) -> None:
+def resave(model_dir: Path, out_dir: Path, precision: str, prune_below: float,
+           pipes: Optional[Sequence[str]] = None) -> None:
     import spacy
     nlp = spacy.load(model_dir)
     for name, pipe in nlp.pipeline:
@@ -260,7 +261,11 @@ def main() -> None:
                           "with the code before and after (peak RSS of the whole run, wall seconds under "
                           "the load average stated, last epoch's dev scores). The after-run trains to the "
                           "same weights: its per-epoch dev scores equal the before-run's.",
-                          "Timings under a shared machine's load (load_average): compare within a run."])
+                          "Timings under a shared machine's load (load_average): compare within a run.",
+                          "--pipes: the settings are applied to those components only, the others saved "
+                          "as they were. words_per_second (--speed-passes): nlp.pipe on the dev split's "
+                          "gold words with the package as it is, every pipeline in one process, their "
+                          "passes alternated, the best pass of each."])
 
 
 if __name__ == "__main__":
