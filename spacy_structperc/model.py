@@ -261,8 +261,10 @@ class PerceptronModel:
         parts = []
         for start in range(0, len(rows), WRITE_ROWS):
             try:
+                # Rows are pruned whole (sorted_rows above); a kept row keeps every nonzero weight,
+                # as a loaded row resaved in its precision does.
                 parts.append(sparse_rows(weights.gather(rows[start:start + WRITE_ROWS], averaged=True),
-                                         self.precision, self.prune_below))
+                                         self.precision))
             except ValueError as e:
                 raise ValueError(Errors.S127.format(name=component or "model", precision=self.precision,
                                                     reason=e)) from None
