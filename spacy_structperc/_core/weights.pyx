@@ -151,55 +151,39 @@ cdef extern from *:
         for (; c < n; c++) out[c] += structperc_half_to_float_f16c(h[c]);
     }
 
+    /* Classes c .. c + 8w - 1 of a run: w sums of eight held in registers (w is a constant
+       where it is called, so the loops unroll and the array is registers). */
+    __attribute__((target("f16c"), always_inline))
+    static inline void structperc_add_rows_block(const uint16_t* const* rows, int k, float* out,
+                                                 int c, const int w) {
+        __m256 a[8];
+        int i, j;
+        #pragma GCC unroll 8
+        for (i = 0; i < w; i++) a[i] = _mm256_loadu_ps(out + c + 8 * i);
+        for (j = 0; j < k; j++) {
+            const uint16_t* r = rows[j] + c;
+            #pragma GCC unroll 8
+            for (i = 0; i < w; i++)
+                a[i] = _mm256_add_ps(a[i], _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(r + 8 * i))));
+        }
+        #pragma GCC unroll 8
+        for (i = 0; i < w; i++) _mm256_storeu_ps(out + c + 8 * i, a[i]);
+    }
+
     /* out[c] += rows[0][c], then rows[1][c], ... (each add rounded as a row-by-row add rounds
        it) for full float16 rows, with the sums of up to 64 classes held in registers for the
        whole run of rows: one load and store of out per class for the run, and one pointer
        load per row and 64 classes. No NaN check: VCVTPH2PS quiets a signalling NaN, but the
        add quiets it anyway (keeping the payload), so the sums are those of every other path. */
-    #define STRUCTPERC_CVT8(r, o) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)((r) + (o))))
     __attribute__((target("f16c")))
     static void structperc_add_full_rows_f16c(const uint16_t* const* rows, int k, float* out, int n) {
         int c = 0, j;
-        for (; c + 64 <= n; c += 64) {
-            __m256 a0 = _mm256_loadu_ps(out + c), a1 = _mm256_loadu_ps(out + c + 8);
-            __m256 a2 = _mm256_loadu_ps(out + c + 16), a3 = _mm256_loadu_ps(out + c + 24);
-            __m256 a4 = _mm256_loadu_ps(out + c + 32), a5 = _mm256_loadu_ps(out + c + 40);
-            __m256 a6 = _mm256_loadu_ps(out + c + 48), a7 = _mm256_loadu_ps(out + c + 56);
-            for (j = 0; j < k; j++) {
-                const uint16_t* r = rows[j] + c;
-                a0 = _mm256_add_ps(a0, STRUCTPERC_CVT8(r, 0));
-                a1 = _mm256_add_ps(a1, STRUCTPERC_CVT8(r, 8));
-                a2 = _mm256_add_ps(a2, STRUCTPERC_CVT8(r, 16));
-                a3 = _mm256_add_ps(a3, STRUCTPERC_CVT8(r, 24));
-                a4 = _mm256_add_ps(a4, STRUCTPERC_CVT8(r, 32));
-                a5 = _mm256_add_ps(a5, STRUCTPERC_CVT8(r, 40));
-                a6 = _mm256_add_ps(a6, STRUCTPERC_CVT8(r, 48));
-                a7 = _mm256_add_ps(a7, STRUCTPERC_CVT8(r, 56));
-            }
-            _mm256_storeu_ps(out + c, a0); _mm256_storeu_ps(out + c + 8, a1);
-            _mm256_storeu_ps(out + c + 16, a2); _mm256_storeu_ps(out + c + 24, a3);
-            _mm256_storeu_ps(out + c + 32, a4); _mm256_storeu_ps(out + c + 40, a5);
-            _mm256_storeu_ps(out + c + 48, a6); _mm256_storeu_ps(out + c + 56, a7);
-        }
-        for (; c + 32 <= n; c += 32) {
-            __m256 a0 = _mm256_loadu_ps(out + c), a1 = _mm256_loadu_ps(out + c + 8);
-            __m256 a2 = _mm256_loadu_ps(out + c + 16), a3 = _mm256_loadu_ps(out + c + 24);
-            for (j = 0; j < k; j++) {
-                const uint16_t* r = rows[j] + c;
-                a0 = _mm256_add_ps(a0, STRUCTPERC_CVT8(r, 0));
-                a1 = _mm256_add_ps(a1, STRUCTPERC_CVT8(r, 8));
-                a2 = _mm256_add_ps(a2, STRUCTPERC_CVT8(r, 16));
-                a3 = _mm256_add_ps(a3, STRUCTPERC_CVT8(r, 24));
-            }
-            _mm256_storeu_ps(out + c, a0); _mm256_storeu_ps(out + c + 8, a1);
-            _mm256_storeu_ps(out + c + 16, a2); _mm256_storeu_ps(out + c + 24, a3);
-        }
-        for (; c + 8 <= n; c += 8) {
-            __m256 a0 = _mm256_loadu_ps(out + c);
-            for (j = 0; j < k; j++)
-                a0 = _mm256_add_ps(a0, STRUCTPERC_CVT8(rows[j], c));
-            _mm256_storeu_ps(out + c, a0);
-        }
+        for (; c + 64 <= n; c += 64)
+            structperc_add_rows_block(rows, k, out, c, 8);
+        for (; c + 32 <= n; c += 32)
+            structperc_add_rows_block(rows, k, out, c, 4);
+        for (; c + 8 <= n; c += 8)
+            structperc_add_rows_block(rows, k, out, c, 1);
         if (c + 4 <= n) {
             __m128 a0 = _mm_loadu_ps(out + c);
             for (j = 0; j < k; j++)
