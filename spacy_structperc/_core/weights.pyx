@@ -348,10 +348,12 @@ cdef inline int _find_block(AveragedWeights self, const hash_t* keys, int start,
     cdef size_t mask = self._capacity - 1
     cdef int i, n_found = 0
     cdef int64_t r
+    cdef hash_t key
     for i in range(start, stop):
         prefetch(&self._table[_bucket(keys[i] if keys[i] else 1, mask)])
     for i in range(start, stop):
-        r = probe_groups(self._table, mask, _bucket(keys[i] if keys[i] else 1, mask), keys[i] if keys[i] else 1)
+        key = keys[i] if keys[i] else 1
+        r = probe_groups(self._table, mask, _bucket(key, mask), key)
         found[n_found] = r      # kept only if the key has a row (no branch on it)
         n_found += r >= 0
     return n_found
