@@ -133,24 +133,6 @@ cdef extern from *:
         }
     }
 
-    /* out[c] += half_to_float(h[c]) for a full row (every class stored, in class order),
-       eight at a time. */
-    __attribute__((target("f16c")))
-    static void structperc_add_full_f16_f16c(const uint16_t* h, float* out, int n) {
-        int c = 0, k;
-        float tmp[8];
-        for (; c + 8 <= n; c += 8) {
-            __m128i v = _mm_loadu_si128((const __m128i*)(h + c));
-            __m128i mag = _mm_and_si128(v, _mm_set1_epi16(0x7fff));
-            if (__builtin_expect(_mm_movemask_epi8(_mm_cmpgt_epi16(mag, _mm_set1_epi16(0x7c00))) != 0, 0)) {
-                for (k = 0; k < 8; k++) out[c + k] += structperc_half_to_float(h[c + k]);
-            } else {
-                _mm256_storeu_ps(out + c, _mm256_add_ps(_mm256_loadu_ps(out + c), _mm256_cvtph_ps(v)));
-            }
-        }
-        for (; c < n; c++) out[c] += structperc_half_to_float_f16c(h[c]);
-    }
-
     /* Classes c .. c + 8w - 1 of a run: w sums of eight held in registers (w is a constant
        where it is called, so the loops unroll and the array is registers). */
     __attribute__((target("f16c"), always_inline))
@@ -196,6 +178,13 @@ cdef extern from *:
             for (j = 0; j < k; j++) a += _cvtsh_ss(rows[j][c]);
             out[c] = a;
         }
+    }
+
+    /* out[c] += half_to_float(h[c]) for a full row (every class stored, in class order): the
+       run kernel with one row. */
+    __attribute__((target("f16c")))
+    static void structperc_add_full_f16_f16c(const uint16_t* h, float* out, int n) {
+        structperc_add_full_rows_f16c(&h, 1, out, n);
     }
 
     static int structperc_cpu_has_f16c(void) {
@@ -1019,9 +1008,7 @@ cdef class AveragedWeights:
                         continue
                     if not half:
                         add_dense(<const float*>(dense + ((v >> ROW_BITS) - 1) * row_bytes), scores, C)
-                    elif _f16c:
-                        add_full_f16_f16c(<const uint16_t*>(dense + ((v >> ROW_BITS) - 1) * row_bytes), scores, C)
-                    else:
+                    else:   # float16 without F16C (with it, rows went into the run above)
                         add_full_f16_soft(<const uint16_t*>(dense + ((v >> ROW_BITS) - 1) * row_bytes), scores, C)
                 else:
                     _add_sparse(self, v, scores)
