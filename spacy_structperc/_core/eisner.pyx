@@ -52,6 +52,21 @@ cdef inline void _complete_spans(double* T, int* bp, int n1, int s, int t) noexc
     bp[(CR * n1 + s) * n1 + t] = best_r
 
 
+cdef inline double _meet(const double* T, int n1, int s, int t, int* best_r) noexcept nogil:
+    """The best split of [s, t] into a complete right span [s, r] and a complete left span
+    [r + 1, t] (where an arc between s and t, or two siblings, meet): its score, r in best_r."""
+    cdef size_t N = <size_t>n1 * n1
+    cdef int r
+    cdef double v, best = -INFINITY
+    best_r[0] = s
+    for r in range(s, t):
+        v = T[CR * N + s * n1 + r] + T[CL * N + (r + 1) * n1 + t]
+        if v > best:
+            best = v
+            best_r[0] = r
+    return best
+
+
 cdef void _backtrack(const int* bp, int n1, int kind, int s, int t, int* heads) noexcept nogil:
     cdef int r
     if s == t:
@@ -78,29 +93,20 @@ cdef double eisner_decode(const double* scores, int n1, int* heads, void* work) 
     eisner_work_bytes(n1) bytes."""
     cdef double* T = <double*>work                    # 4 tables of n1 x n1
     cdef int* bp = <int*>(T + 4 * n1 * n1)
-    cdef int k, s, t, r, best_r
-    cdef double v, best, inner
+    cdef int k, s, t, best_r, kind
+    cdef double inner
     cdef size_t N = <size_t>n1 * n1
     heads[0] = -1
     if n1 <= 1:
         return 0.0
     for s in range(n1):
-        T[CL * N + s * n1 + s] = 0.0
-        T[CR * N + s * n1 + s] = 0.0
-        T[IL * N + s * n1 + s] = 0.0
-        T[IR * N + s * n1 + s] = 0.0
+        for kind in range(4):
+            T[kind * N + s * n1 + s] = 0.0
     for k in range(1, n1):
         for s in range(0, n1 - k):
             t = s + k
             # incomplete spans: the two halves meet between r and r + 1
-            best = -INFINITY
-            best_r = s
-            for r in range(s, t):
-                v = T[CR * N + s * n1 + r] + T[CL * N + (r + 1) * n1 + t]
-                if v > best:
-                    best = v
-                    best_r = r
-            inner = best
+            inner = _meet(T, n1, s, t, &best_r)
             if s == 0:
                 T[IL * N + s * n1 + t] = -INFINITY     # the root is nobody's dependent
             else:
@@ -208,14 +214,7 @@ cdef double eisner2_decode(const double* A, const double* B, const double* F, in
         for s in range(0, n1 - k):
             t = s + k
             # sibling span [s, t]: complete right of s to r, complete left of t from r + 1
-            best = -INFINITY
-            best_r = s
-            for r in range(s, t):
-                v = T[CR * N + s * n1 + r] + T[CL * N + (r + 1) * n1 + t]
-                if v > best:
-                    best = v
-                    best_r = r
-            T[SIB * N + s * n1 + t] = best
+            T[SIB * N + s * n1 + t] = _meet(T, n1, s, t, &best_r)
             bp[(SIB * n1 + s) * n1 + t] = best_r
             # s -> t: t first (F) with [s + 1, t] complete left, or after sibling r (B)
             best = F[s * n1 + t] + T[CL * N + (s + 1) * n1 + t]
