@@ -55,7 +55,7 @@ BACKOFF_LABEL = "dep"
 # reverse: the weight of a right-to-left model's score (0: none; with learner "none" only, as the
 # learners' jackknifed lists have no reversed scores yet), union: the reversed model's own k best
 # join the list. On UD EWT (benchmarks/results/reranking.json, "bidirectional" rows) dev chose
-# weights 0.2-0.3 (configs/parser_bidirectional.cfg: k 16, weight 0.3, no union).
+# weights 0.2-0.4 (configs/parser_bidirectional.cfg: k 16, weight 0.2, no union).
 RERANKER_DEFAULTS = {"learner": "perceptron", "k": 8, "kernel": "poly", "folds": 4,
                      "features": list(GROUPS_V1), "settings": {}, "reverse": 0.0, "union": False}
 
