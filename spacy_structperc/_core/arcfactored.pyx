@@ -259,6 +259,13 @@ cdef class ArcModel:
         self.weights = AveragedWeights(1, n_buckets)
         self.order = order
 
+    def set_weights(self, AveragedWeights weights):
+        """Score (and train) with `weights` from now on, e.g. weights loaded from a saved model:
+        one class, as the model's own."""
+        if weights.n_classes != 1:
+            raise ValueError(f"ArcModel: the weights must have one class, not {weights.n_classes}")
+        self.weights = weights
+
     def arc_keys(self, words, tags, tag_ids, int h, int d):
         """The keys of arc h -> d in one sentence given without its root (for tests)."""
         cdef int n1 = len(words) + 1

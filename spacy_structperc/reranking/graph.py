@@ -10,14 +10,22 @@ arc scores) and finds the graph model's own best tree; ``graph_keys`` turns thos
 features (keys of the list format), so every learner can use them.
 
 Training lists need graph scores from a graph model that did not see their sentence (jackknifed
-like the base parser: bench_reranking's ``--only graph``).
+like the base parser: bench_reranking's ``--only graph``). In a pipeline (a reranker block with
+``graph`` > 0, pipes.py) a second-order GraphScorer is trained online beside the parser
+(``train_online``) and its score of each candidate (``score_span``) joins the forward and
+reversed models' scores at prediction.
 """
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy
+import srsly
 
 from .._core.arcfactored import ArcModel
+from ..errors import Errors
+from ..model import PerceptronModel
 from .learners import CandidateLists
+
+GRAPH_KIND = "spacy-structperc graph model"
 
 N_TAG_IDS = 63   # tag ids 1..62 for the commonest tags, 63 for the rest (0 is the root)
 
@@ -78,6 +86,58 @@ class GraphScorer:
             self.curve.append(point)
         self.model.finish()
         return self
+
+    # Online training beside a parser (the reranker block's "graph": one perceptron step per
+    # sentence as `spacy train` hands the examples over), scoring one span's candidates at
+    # prediction, and the saved form.
+
+    def start(self, tags) -> None:
+        """Before `train_online`: the tag ids, from the training tags."""
+        self.tag_index = TagIndex.fit(numpy.asarray(tags, dtype=numpy.uint64))
+
+    def train_online(self, words, tags, sent_ptr, heads) -> Tuple[int, int]:
+        """One perceptron step per sentence, in the given order: (wrong heads, words)."""
+        words, tags, sent_ptr, heads = _arrays(words, tags, sent_ptr, heads)
+        order = numpy.arange(len(sent_ptr) - 1, dtype=numpy.int64)
+        return self.model.train_epoch(words, tags, self.tag_index.ids(tags), sent_ptr, heads, order)
+
+    def score_span(self, words, tags, trees: Sequence[numpy.ndarray]) -> numpy.ndarray:
+        """The averaged model's score of each tree (heads per word, -1 for the root) of one
+        span. Only reads the weights (setting averages on is a no-op once set), so threads may
+        score at once."""
+        self.model.weights.set_use_averages(True)
+        n = len(words)
+        if not len(trees):
+            return numpy.zeros((0,), dtype=numpy.float64)
+        heads = numpy.concatenate([numpy.asarray(h, dtype=numpy.int32) for h in trees])
+        return self.score(words, tags, numpy.array([0, n]), numpy.zeros((len(trees),), dtype=numpy.int64), heads)
+
+    def to_bytes(self, name: str, precision: str) -> bytes:
+        """msgpack of the order, the tag index and the averaged weights (a PerceptronModel file
+        without templates, checksummed on its own), in `precision`."""
+        holder = PerceptronModel([], 1, precision)
+        holder.weights = self.model.weights
+        return srsly.msgpack_dumps({"kind": GRAPH_KIND, "order": self.order,
+                                    "tags": self.tag_index.tags.astype("<u8").tobytes(),
+                                    "weights": holder.to_bytes(f"{name} (graph model)")})
+
+    @classmethod
+    def from_bytes(cls, data: bytes, name: str) -> "GraphScorer":
+        """A scorer of to_bytes' bytes; S006 (or the weights' own errors) when damaged."""
+        try:
+            msg = srsly.msgpack_loads(bytes(data))
+            kind, order, tags, weights = msg["kind"], msg["order"], msg["tags"], msg["weights"]
+            if kind != GRAPH_KIND or order not in (1, 2) or not isinstance(tags, bytes) or len(tags) % 8:
+                raise ValueError
+        except Exception:
+            raise ValueError(Errors.S006.format(name=name, reason="its graph model is damaged")) from None
+        fields = PerceptronModel([], 1).parse_bytes(weights, f"{name} (graph model)")
+        if fields["weights"] is None or fields["n_classes"] != 1:
+            raise ValueError(Errors.S006.format(name=name, reason="its graph model has no weights"))
+        scorer = cls(order=order, n_buckets=1)
+        scorer.model.set_weights(fields["weights"])
+        scorer.tag_index = TagIndex(numpy.frombuffer(tags, dtype="<u8").astype(numpy.uint64))
+        return scorer
 
     def decode(self, words, tags, sent_ptr) -> Tuple[numpy.ndarray, numpy.ndarray]:
         """Each sentence's best projective tree under the model (heads per word) and its score."""

@@ -9,6 +9,11 @@ example are kept; the reranker is (re)trained on them whenever they changed and 
 asked to predict or save, so `spacy train`'s evaluations and saved pipelines use an up-to-date
 reranker. At prediction it takes the beam's k-best trees of each span, extracts their global
 features in C and lets the learner choose.
+
+With learner "none" it rescores instead: a right-to-left model (``reverse`` > 0) and a
+second-order graph model (``graph`` > 0), each trained beside the parser, score every candidate
+(with ``union``, the reversed model's own k best join the list), and the tree with the best
+forward score + reverse x reversed score + graph x graph score wins (``rescored``, ``choose``).
 """
 import hashlib
 import zlib
@@ -20,6 +25,7 @@ import srsly
 from .._core import beam
 from ..errors import Errors
 from .features import FEATURES_VERSION, TreeFeatures, node_labels
+from .graph import GraphScorer
 from .learners import CandidateLists, make_reranker, reranker_from_dict
 from .reverse import path_scores, reverse_tree
 
@@ -104,37 +110,43 @@ def loads_model(data: bytes, name: str):
         raise ValueError(Errors.S006.format(name=name, reason=f"its reranker: {type(e).__name__}: {e}")) from None
 
 
-# The saved reranker with a reversed model (block "reverse" > 0): STATE_MAGIC, a blake2b-128 of
-# the payload, then the payload: msgpack of {"learner": dumps_model bytes, "reverse": the
-# reversed ParserModel's own bytes (checksummed too)}. Without a reversed model the learner's
-# bytes are saved alone, as before.
+# The saved reranker with a reversed or a graph model (block "reverse" or "graph" > 0):
+# STATE_MAGIC, a blake2b-128 of the payload, then the payload: msgpack of {"learner":
+# dumps_model bytes, "reverse": the reversed ParserModel's own bytes (checksummed too) or b"",
+# "graph": GraphScorer.to_bytes or b""; a file written before the graph model has no "graph"}.
+# Without either model the learner's bytes are saved alone, as before.
 STATE_MAGIC = b"SPRS\x01"
 
 
-def dumps_state(model, reverse_bytes: bytes) -> bytes:
-    """The saved reranker: the learner (dumps_model), and the reversed model's bytes if any."""
-    if not reverse_bytes:
+def dumps_state(model, reverse_bytes: bytes, graph_bytes: bytes = b"") -> bytes:
+    """The saved reranker: the learner (dumps_model), and the reversed and graph models' bytes
+    if any."""
+    if not reverse_bytes and not graph_bytes:
         return dumps_model(model)
-    payload = srsly.msgpack_dumps({"learner": dumps_model(model), "reverse": reverse_bytes})
+    msg = {"learner": dumps_model(model), "reverse": reverse_bytes}
+    if graph_bytes:
+        msg["graph"] = graph_bytes
+    payload = srsly.msgpack_dumps(msg)
     return STATE_MAGIC + hashlib.blake2b(payload, digest_size=DIGEST_SIZE).digest() + payload
 
 
-def loads_state(data: bytes, name: str) -> Tuple[Any, bytes]:
-    """(learner or None, reversed model bytes or b"") of dumps_state; S248 for damaged bytes."""
+def loads_state(data: bytes, name: str) -> Tuple[Any, bytes, bytes]:
+    """(learner or None, reversed model bytes or b"", graph model bytes or b"") of dumps_state;
+    S248 for damaged bytes."""
     data = bytes(data or b"")
     if not data.startswith(STATE_MAGIC):
-        return loads_model(data, name), b""
+        return loads_model(data, name), b"", b""
     digest, payload = data[len(STATE_MAGIC):len(STATE_MAGIC) + DIGEST_SIZE], data[len(STATE_MAGIC) + DIGEST_SIZE:]
     if hashlib.blake2b(payload, digest_size=DIGEST_SIZE).digest() != digest:
         raise ValueError(Errors.S248.format(name=name))
     try:
         msg = srsly.msgpack_loads(payload)
-        learner, reverse = msg["learner"], msg["reverse"]
+        learner, reverse, graph = msg["learner"], msg["reverse"], msg.get("graph", b"")
     except Exception:
         raise ValueError(Errors.S248.format(name=name)) from None
-    if not isinstance(learner, bytes) or not isinstance(reverse, bytes):
+    if not all(isinstance(x, bytes) for x in (learner, reverse, graph)):
         raise ValueError(Errors.S248.format(name=name))
-    return loads_model(learner, name), reverse
+    return loads_model(learner, name), reverse, graph
 
 
 class ParserReranker:
@@ -154,10 +166,23 @@ class ParserReranker:
         # The right-to-left model (block "reverse" > 0): the parser's templates and labels over
         # reversed spans, trained beside the parser, rescoring the k-best at prediction.
         self.reverse_model: Any = None
+        # The second-order graph model (block "graph" > 0, graph.GraphScorer): trained beside the
+        # parser on each training sentence's first `graph_epochs` visits (graph_seen counts them).
+        self.graph_model: Optional[GraphScorer] = None
+        self.graph_seen: Dict[int, int] = {}
 
     @property
     def reverse(self) -> float:
         return float(self.block.get("reverse", 0.0))
+
+    @property
+    def graph(self) -> float:
+        return float(self.block.get("graph", 0.0))
+
+    @property
+    def rescores(self) -> bool:
+        """Whether the k-best are rescored by other models (reversed, graph) instead of a learner."""
+        return self.reverse > 0 or self.graph > 0
 
     @property
     def learns(self) -> bool:
@@ -196,14 +221,17 @@ class ParserReranker:
     def collect(self, eg, doc_for_features, atoms, spans, allow_break, heads, deps) -> None:
         """Jackknifed training lists of one example; updates the fold models outside its fold
         (and the reversed model, with one)."""
-        if self.reverse > 0:
-            self.train_reverse(atoms, spans, allow_break, [self.parser._gold(eg, a, b, heads, deps)
-                                                           for a, b in spans])
+        key = zlib.crc32(eg.predicted.text.encode("utf8")) * 1000003 + len(eg.predicted)
+        if self.rescores:
+            golds = [self.parser._gold(eg, a, b, heads, deps) for a, b in spans]
+            if self.reverse > 0:
+                self.train_reverse(atoms, spans, allow_break, golds)
+            if self.graph > 0:
+                self.train_graph(key, doc_for_features, spans, golds)
         if not self.learns:
             return
         parser = self.parser
         f = self.fold_of(eg.predicted)
-        key = zlib.crc32(eg.predicted.text.encode("utf8")) * 1000003 + len(eg.predicted)
         k = self.block["k"]
         width = max(k, parser.cfg["beam_width"])
         golds, all_cands, kept = [], [], []
@@ -248,10 +276,17 @@ class ParserReranker:
 
     def initialize(self, get_examples) -> None:
         """A fresh reversed model (block "reverse" > 0) for the parser's labels, with the
-        parser's feature filter (min_feature_freq) counted on the reversed training trees."""
+        parser's feature filter (min_feature_freq) counted on the reversed training trees; a
+        fresh graph model (block "graph" > 0) with the tag ids of the training tags."""
         from .._core.arcstandard import ArcStandardSystem
 
         self.reverse_model = None
+        self.graph_model = None
+        self.graph_seen = {}
+        if self.graph > 0:
+            self.graph_model = GraphScorer(order=2)
+            tags = [eg.reference.to_array("TAG") for eg in get_examples()]
+            self.graph_model.start(numpy.concatenate(tags) if tags else numpy.zeros((0,), dtype=numpy.uint64))
         if self.reverse <= 0:
             return
         parser = self.parser
@@ -295,18 +330,55 @@ class ParserReranker:
                 beam.train(system, self.parser.cfg["beam_width"], self.parser.cfg["update"])
         system.weights.next_example()
 
-    def bidirectional(self, atoms, allow_break: bool, cands: Sequence[Candidate], k: int,
-                      width: int) -> Tuple[numpy.ndarray, numpy.ndarray]:
-        """The candidate with the best base + reverse x reversed score (with "union", among the
-        forward and the reversed model's k best): (heads, classes). A tree's score under a model
-        is the one that model's beam gave it when the beam found it, else its canonical path's
-        (reverse.TreeScorer.score), so each model scores only the other's trees."""
+    # The graph model -----------------------------------------------------------------------
+
+    def train_graph(self, key: int, doc, spans, golds) -> None:
+        """One perceptron step of the graph model per span with a complete gold tree, on the
+        first `graph_epochs` visits of the example (`key`); words and tags are `doc`'s (the
+        tags the parser trains with)."""
+        seen = self.graph_seen.get(key, 0)
+        if seen >= self.block["graph_epochs"]:
+            return
+        self.graph_seen[key] = seen + 1
+        if self.graph_model is None:
+            self.graph_model = GraphScorer(order=2)
+        kept = [(a, b, g[0]) for (a, b), g in zip(spans, golds) if b > a and not (g[0] == -2).any()]
+        if not kept:
+            return
+        words, tags = doc.to_array("LOWER"), doc.to_array("TAG")
+        index = numpy.concatenate([numpy.arange(a, b) for a, b, _ in kept])
+        ptr = numpy.concatenate([[0], numpy.cumsum([b - a for a, b, _ in kept])])
+        self.graph_model.train_online(words[index], tags[index], ptr,
+                                      numpy.concatenate([h for _, _, h in kept]))
+
+    # Rescoring by other models -----------------------------------------------------------------
+
+    def rescored(self, words, tags, atoms, allow_break: bool, cands: Sequence[Candidate], k: int,
+                 width: int) -> Tuple[List[Tuple[numpy.ndarray, numpy.ndarray]], numpy.ndarray]:
+        """The trees of one span to choose from and their scores, one column per model: the
+        forward parser's, the reversed model's (0 without one) and the graph model's (0 without
+        one). The trees are the forward k best, then (with "union") the reversed model's k best
+        that are new. A tree's score under a transition model is the one its beam gave it when
+        the beam found it, else its canonical path's (reverse.TreeScorer.score), so each model
+        scores only the other's trees; the graph model scores every tree."""
+        trees = [(h, c) for _, h, c in cands]
+        base = [score for score, _, _ in cands]
+        reverse = numpy.zeros((len(trees),))
+        if self.reverse > 0:
+            reverse = self._reverse_scores(atoms, allow_break, trees, base, k, width)
+        graph = numpy.zeros((len(trees),))
+        if self.graph > 0 and self.graph_model is not None:
+            graph = self.graph_model.score_span(words, tags, [h for h, _ in trees])
+        return trees, numpy.stack([numpy.asarray(base, dtype=numpy.float64), reverse, graph], axis=1)
+
+    def _reverse_scores(self, atoms, allow_break: bool, trees: List[Tuple[numpy.ndarray, numpy.ndarray]],
+                        base: List[float], k: int, width: int) -> numpy.ndarray:
+        """The reversed model's scores of `trees`; with "union" its own k best that are new are
+        appended to `trees` first (and their forward scores to `base`)."""
         root = len(self.parser.cfg["labels"])
         system = self.reverse_system()
         system.weights.set_use_averages(True)
         ratoms = numpy.ascontiguousarray(atoms[::-1])
-        trees = [(h, c) for _, h, c in cands]
-        base = [score for score, _, _ in cands]
         found: Dict[bytes, float] = {}   # the reversed beam's scores of its trees
         if self.block.get("union"):
             index = {h.tobytes() + c.tobytes(): i for i, (h, c) in enumerate(trees)}
@@ -324,7 +396,27 @@ class ParserReranker:
         todo = [i for i, (h, c) in enumerate(trees) if h.tobytes() + c.tobytes() not in found]
         reverse = numpy.array([found.get(h.tobytes() + c.tobytes(), 0.0) for h, c in trees])
         reverse[todo] = path_scores(system, ratoms, [reverse_tree(trees[i]) for i in todo], allow_break)
-        return trees[int(numpy.argmax(numpy.asarray(base) + self.reverse * reverse))]
+        return reverse
+
+    def rescoring_weights(self) -> numpy.ndarray:
+        """The weights of `rescored`'s columns: 1, reverse, graph."""
+        return numpy.array([1.0, self.reverse, self.graph])
+
+    def choose(self, trees, scores: numpy.ndarray) -> Tuple[numpy.ndarray, numpy.ndarray]:
+        """The tree of `rescored` with the best weighted sum of its scores."""
+        with numpy.errstate(invalid="ignore"):   # 0 x -inf: a tree one model cannot score
+            total = scores @ self.rescoring_weights()
+        return trees[int(numpy.argmax(numpy.where(numpy.isnan(total), -numpy.inf, total)))]
+
+    def rescored_spans(self, doc, atoms, spans, allow_break):
+        """`rescored` for each span of `doc`: a list of (trees, scores)."""
+        parser = self.parser
+        k = self.block["k"]
+        width = max(k, parser.cfg["beam_width"])
+        words, tags = doc.to_array("LOWER"), doc.to_array("TAG")
+        return [self.rescored(words[a:b], tags[a:b], atoms[a:b], allow_break,
+                              parser._span_kbest(parser.system, atoms[a:b], allow_break, k, width), k, width)
+                for a, b in spans]
 
     # Candidates as lists -----------------------------------------------------------------------
 
@@ -387,9 +479,9 @@ class ParserReranker:
         system = parser.system
         k = self.block["k"]
         width = max(k, parser.cfg["beam_width"])
+        if self.rescores:
+            return [self.choose(trees, scores) for trees, scores in self.rescored_spans(doc, atoms, spans, allow_break)]
         all_cands = [parser._span_kbest(system, atoms[a:b], allow_break, k, width) for a, b in spans]
-        if self.reverse > 0:
-            return [self.bidirectional(atoms[a:b], allow_break, c, k, width) for (a, b), c in zip(spans, all_cands)]
         if self.model is None:
             return [(c[0][1], c[0][2]) for c in all_cands]
         lists = self.candidate_lists(doc, spans, all_cands)
@@ -400,25 +492,30 @@ class ParserReranker:
 
     def to_bytes(self) -> bytes:
         self.fit_if_stale()
-        reverse = b""
+        reverse = graph = b""
         if self.reverse > 0 and self.reverse_model is not None:
             reverse = self.reverse_model.to_bytes(f"{self.parser.name} (reversed)")
-        return dumps_state(self.model, reverse)
+        if self.graph > 0 and self.graph_model is not None:
+            graph = self.graph_model.to_bytes(self.parser.name, self.parser.model.precision)
+        return dumps_state(self.model, reverse, graph)
 
     def from_bytes(self, data: bytes) -> None:
         self.take(self.stage(data))
 
     def stage(self, data: bytes):
-        """The loaded state of saved bytes, every check done (S248, S246, and the reversed
-        model's own), nothing changed yet: (learner or None, parsed reversed model or None)."""
-        model, reverse = loads_state(data, self.parser.name)
-        parsed = self.new_reverse_model().parse_bytes(reverse, f"{self.parser.name} (reversed)") if reverse else None
-        return model, parsed
+        """The loaded state of saved bytes, every check done (S248, S246, and the reversed and
+        graph models' own), nothing changed yet: (learner or None, parsed reversed model or
+        None, graph model or None)."""
+        name = self.parser.name
+        model, reverse, graph = loads_state(data, name)
+        parsed = self.new_reverse_model().parse_bytes(reverse, f"{name} (reversed)") if reverse else None
+        return model, parsed, GraphScorer.from_bytes(graph, name) if graph else None
 
     def take(self, staged) -> None:
         """Use a staged state (stage; None: nothing fitted) as the fitted one."""
-        model, parsed = staged if staged is not None else (None, None)
+        model, parsed, graph = staged if staged is not None else (None, None, None)
         self.model = model
+        self.graph_model = graph
         self.fit_version = self.store_version
         if parsed is not None:
             self.reverse_model = self.new_reverse_model()

@@ -232,7 +232,7 @@ def test_the_choice_is_the_best_of_base_plus_weight_times_the_reversed_score(bid
                 keys.add(h.tobytes() + c.tobytes())
                 trees.append((h, c))
         assert len(trees) > len(cands), "the reversed list should add trees"
-        got = rr.bidirectional(atoms, True, cands, 4, 4)
+        got = rr.choose(*rr.rescored(doc.to_array("LOWER"), doc.to_array("TAG"), atoms, True, cands, 4, 4))
         assert any(numpy.array_equal(got[0], h) and numpy.array_equal(got[1], c) for h, c in trees)
         
         def path_score(system, atoms, h, c, allow_break):
