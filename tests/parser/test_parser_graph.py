@@ -8,7 +8,7 @@ from spacy.tokens import Doc
 from spacy_structperc.reranking.graph import GraphScorer
 from spacy_structperc.reranking.reverse import path_scores
 
-from test_parser import TRAIN_DATA, examples
+from test_parser import TRAIN_DATA, examples, train
 
 GRAPH_BLOCK = {"learner": "none", "k": 4, "reverse": 0.3, "union": True, "graph": 0.5}
 VOCAB = ["I", "like", "eggs", "ham", "they", "eat", "with", "green", ".", "blue"]
@@ -16,16 +16,7 @@ TAGSET = ["PRP", "VBP", "NNS", "NN", "IN", "JJ", "."]
 
 
 def _pipeline(block=GRAPH_BLOCK, epochs=12, data=TRAIN_DATA[:3]):
-    import spacy
-
-    nlp = spacy.blank("en")
-    parser = nlp.add_pipe("structperc_parser", config={
-        "min_label_freq": 1, "min_feature_freq": 1, "decoder": "beam", "beam_width": 4, "reranker": block})
-    egs = examples(nlp, data)
-    nlp.initialize(lambda: egs)
-    for _ in range(epochs):
-        parser.update(egs)
-    return nlp, parser
+    return train({"decoder": "beam", "beam_width": 4, "reranker": block}, epochs, data)
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ from spacy.tokens import Doc
 from spacy_structperc.reranking.reverse import (TreeScorer, reverse_heads, reverse_tree, reversed_doc,
                                                 union)
 
-from test_parser import TRAIN_DATA, examples, make_nlp
+from test_parser import TRAIN_DATA, examples, make_nlp, train
 
 
 def _random_tree(rng, n):
@@ -164,16 +164,7 @@ REVERSE_BLOCK = {"learner": "none", "k": 4, "reverse": 0.3, "union": True}
 
 
 def _pipeline(block=REVERSE_BLOCK, epochs=25, data=TRAIN_DATA[:3]):
-    import spacy
-
-    nlp = spacy.blank("en")
-    parser = nlp.add_pipe("structperc_parser", config={
-        "min_label_freq": 1, "min_feature_freq": 1, "decoder": "beam", "beam_width": 4, "reranker": block})
-    egs = examples(nlp, data)
-    nlp.initialize(lambda: egs)
-    for _ in range(epochs):
-        parser.update(egs)
-    return nlp, parser
+    return train({"decoder": "beam", "beam_width": 4, "reranker": block}, epochs, data)
 
 
 @pytest.fixture(scope="module")
