@@ -53,6 +53,14 @@ NOTES = [
     "train_seconds: the learner alone on cached lists; rerank_seconds: scoring the cached test "
     "lists (features extracted beforehand); predict_seconds of the 1-best row: nlp.pipe of the "
     "tagger + parser on test. The machine was shared (load averages in details).",
+    "Rows '... (beam 16 widened to 16)': configs/parser_bidirectional.cfg at the config's full "
+    "budget (--epochs 15 --train-beam 16: 15 epochs at beam 16, model-last), one spacy train of "
+    "the parser with its right-to-left model; base_* metrics are the same pipeline without the "
+    "reranker block.",
+    "Rows 'bidirectional + graph ...': the same config with its second-order graph model "
+    "(reranker block graph > 0, trained on each sentence's first 5 visits); the reversed and the "
+    "graph model's weights chosen together on dev by wrong heads over the lists "
+    "(dev_head_accuracy_of_the_lists), then dev and test parsed by the pipeline with that block.",
 ]
 
 
@@ -1190,13 +1198,66 @@ def combine_stage(paths: Dict[str, str], work: Path, k_max: int, width: int, ks:
 BIDIRECTIONAL_CONFIG = "parser_bidirectional.cfg"
 
 
+GRAPH_WEIGHTS = (0.0, 0.1, 0.2, 0.3, 0.5, 0.7, 1.0, 1.5, 2.0)
+
+
+def _rescored_lists(nlp, gold_docs, k: int) -> List[Dict[str, Any]]:
+    """Per sentence of `gold_docs` (tagged by the pipeline's tagger): the forward list's size
+    and, for the union of the forward and reversed k best, the three models' scores of each
+    tree (ParserReranker.rescored) and its wrong heads (punctuation left out, as spaCy's UAS)."""
+    import numpy
+
+    parser = nlp.get_pipe("parser")
+    rr = parser._reranking
+    width = max(k, parser.cfg["beam_width"])
+    docs = C.unannotated_copies(gold_docs, nlp.vocab)
+    with nlp.select_pipes(enable=["tagger"]):
+        docs = list(nlp.pipe(docs, batch_size=1000))
+    out = []
+    for doc, gold in zip(docs, gold_docs):
+        if not len(doc):
+            continue
+        atoms = parser.model.atoms(doc, parser.name)
+        spans, allow_break = parser._spans(doc)
+        words, tags = doc.to_array("LOWER"), doc.to_array("TAG")
+        gh = numpy.array([t.head.i if t.head.i != t.i else -1 for t in gold])
+        punct = numpy.array([t.dep_ in ("p", "punct") for t in gold])
+        for a, b in spans:
+            cands = parser._span_kbest(parser.system, atoms[a:b], allow_break, k, width)
+            trees, scores = rr.rescored(words[a:b], tags[a:b], atoms[a:b], allow_break, cands, k, width)
+            ref = numpy.where(gh[a:b] >= 0, gh[a:b] - a, -1)
+            errors = [int(((h != ref) & ~punct[a:b]).sum()) for h, _ in trees]
+            out.append({"n_forward": len(cands), "scores": scores, "errors": numpy.array(errors),
+                        "words": int((~punct[a:b]).sum())})
+    return out
+
+
+def _rescored_errors(lists: List[Dict[str, Any]], union: bool, weights: Sequence[float]) -> int:
+    """Wrong heads of the trees the weighted sum of scores picks (ParserReranker.choose)."""
+    import numpy
+
+    total = 0
+    w = numpy.asarray(weights, dtype=numpy.float64)
+    for sent in lists:
+        n = len(sent["errors"]) if union else sent["n_forward"]
+        with numpy.errstate(invalid="ignore"):
+            sc = sent["scores"][:n] @ w
+        total += int(sent["errors"][int(numpy.argmax(numpy.where(numpy.isnan(sc), -numpy.inf, sc)))])
+    return total
+
+
 def bidirectional_stage(paths: Dict[str, str], work: Path, overrides: List[str], results: Path,
-                        k: Optional[int] = None, rounds: int = 3) -> None:
-    """The product path of the reversed model: `spacy train configs/parser_bidirectional.cfg`
-    (the parser and its right-to-left model trained together; the block's k), then for the
-    forward list alone and for the union with the reversed model's k best (`k`: another list
-    size than the config's): the weight chosen on dev (REVERSE_LAMBDAS), and nlp.pipe on test
-    with the block against the same pipeline without it, alternated `rounds` times."""
+                        k: Optional[int] = None, rounds: int = 2) -> None:
+    """The product path of the other models' rescoring: `spacy train
+    configs/parser_bidirectional.cfg` (the parser, its right-to-left model and its graph model
+    trained together; the block's k, or `k`: another list size, a prediction setting). Each dev
+    and test sentence's forward and reversed k best are scored by the three models once
+    (_rescored_lists; dev_head_accuracy_of_the_lists: the chosen weights' share of right heads
+    among non-punctuation words, close to the pipeline's dev_uas, which is spaCy's F-score that
+    also leaves out arcs predicted as punctuation); for the forward list alone and for the union, the reversed model's
+    weight (REVERSE_LAMBDAS), with the graph model's at 0 and then chosen too (GRAPH_WEIGHTS),
+    are chosen on dev by wrong heads; then nlp.pipe on dev and test with each chosen block, on
+    test against the same pipeline without the block, alternated `rounds` times."""
     import json
 
     import spacy
@@ -1212,17 +1273,20 @@ def bidirectional_stage(paths: Dict[str, str], work: Path, overrides: List[str],
     parser = nlp.get_pipe("parser")
     block = dict(parser.cfg["reranker"])
     if k is not None:
-        block["k"] = k   # the list size is a prediction setting: the same trained models
-    reverse_model = parser._reranking.reverse_model   # as loaded; kept while the block changes
-    if reverse_model is None:
-        raise RuntimeError(f"{_model_dir(work, name)} holds no reversed model")
+        block["k"] = k
+    models = parser._reranking.reverse_model, parser._reranking.graph_model   # as loaded
+    if models[0] is None or models[1] is None:
+        raise RuntimeError(f"{_model_dir(work, name)} holds no reversed or no graph model")
     gold = {s: C.load_docs(Path(paths[s]), nlp.vocab) for s in ("dev", "test")}
 
-    def run(split, reranker):
+    def use(reranker):
         parser.cfg["reranker"] = reranker
         parser._reset_reranker()
         if reranker is not None:
-            parser._reranking.reverse_model = reverse_model
+            parser._reranking.reverse_model, parser._reranking.graph_model = models
+
+    def run(split, reranker):
+        use(reranker)
         docs = C.unannotated_copies(gold[split], nlp.vocab)
         with C.Timer() as t:
             preds = list(nlp.pipe(docs, batch_size=1000))
@@ -1230,39 +1294,55 @@ def bidirectional_stage(paths: Dict[str, str], work: Path, overrides: List[str],
         return sc, t.seconds
 
     load_before = C.load_average()
+    use({**block, "union": True})
+    lists, list_seconds = {}, {}
+    for split in ("dev", "test"):
+        with C.Timer() as t:
+            lists[split] = _rescored_lists(nlp, gold[split], block["k"])
+        list_seconds[split] = t.seconds
+        print(f"  bidirectional {split}: lists in {t.seconds:.0f}s", flush=True)
     base_dev = run("dev", None)[0]["dep_uas"]
     rows: List[Dict[str, Any]] = []
     details: Dict[str, Any] = {}
     run_json = work / "base" / name / "run.json"
     train = json.loads(run_json.read_text()) if run_json.exists() else {}
-    for union in (False, True):
-        dev_curve = {"0.0": base_dev}
-        for lam in REVERSE_LAMBDAS[1:]:
-            dev_curve[str(lam)] = run("dev", {**block, "reverse": lam, "union": union})[0]["dep_uas"]
-            print(f"  bidirectional dev (union {union}): weight {lam}: UAS {dev_curve[str(lam)]:.4f}", flush=True)
-        best = max(REVERSE_LAMBDAS[1:], key=lambda x: (dev_curve[str(x)], -x))
-        chosen = {**block, "reverse": best, "union": union}
-        timings = []
-        for _ in range(rounds):   # alternate, so a change of load hits both sides alike
-            base_sc, base_s = run("test", None)
-            bi_sc, bi_s = run("test", chosen)
-            timings.append((base_s, bi_s))
-        base_s = min(b for b, _ in timings)
-        bi_s = min(r for _, r in timings)
-        setting = (f"bidirectional k={block['k']}{', union' if union else ''}, in the pipeline "
-                   f"(beam {parser.cfg['beam_width']} widened to {max(block['k'], parser.cfg['beam_width'])})")
-        metrics = {"dep_uas": bi_sc["dep_uas"], "dep_las": bi_sc["dep_las"], "dev_uas": dev_curve[str(best)],
-                   "weight": best, "predict_seconds": bi_s, "base_predict_seconds": base_s,
-                   "time_ratio": bi_s / base_s, "base_dep_uas": base_sc["dep_uas"],
-                   "base_dep_las": base_sc["dep_las"], "base_dev_uas": base_dev}
-        if train.get("seconds"):
-            metrics["train_seconds"] = train["seconds"]
-        for part in ("model", "reranker"):   # the forward parser's file and the reversed model's
-            metrics[f"disk_mb:parser/{part}"] = (_model_dir(work, name) / "parser" / part).stat().st_size / 1e6
-        _row_adder(rows)(setting, metrics)
-        details[f"ud_en_ewt pipeline {setting}"] = {
-            "block": chosen, "dev_uas_by_weight": dev_curve, "timings_base_bidirectional": timings}
-    details["ud_en_ewt pipeline bidirectional"] = {"load_avg_before": load_before,
+    for graph in (False, True):
+        for union in (False, True):
+            # the union needs the reversed model's k best, so a weight > 0 for it (the block's rule)
+            grid = [(lam, g) for lam in REVERSE_LAMBDAS for g in (GRAPH_WEIGHTS if graph else (0.0,))
+                    if lam > 0 or (g > 0 and not union)]
+            dev_errors = {f"{lam} {g}": _rescored_errors(lists["dev"], union, (1.0, lam, g)) for lam, g in grid}
+            lam, g = min(grid, key=lambda x: (dev_errors[f"{x[0]} {x[1]}"], x[1], x[0]))
+            chosen = {**block, "reverse": lam, "graph": g, "union": union}
+            dev_sc = run("dev", chosen)[0]
+            timings = []
+            for _ in range(rounds):   # alternate, so a change of load hits both sides alike
+                base_sc, base_s = run("test", None)
+                bi_sc, bi_s = run("test", chosen)
+                timings.append((base_s, bi_s))
+            base_s = min(b for b, _ in timings)
+            bi_s = min(r for _, r in timings)
+            setting = (f"bidirectional{' + graph' if graph else ''} k={block['k']}{', union' if union else ''}, "
+                       f"in the pipeline (beam {parser.cfg['beam_width']} widened to "
+                       f"{max(block['k'], parser.cfg['beam_width'])})")
+            print(f"  {setting}: weights {lam} / {g}, dev {dev_sc['dep_uas']:.4f}, test {bi_sc['dep_uas']:.4f}",
+                  flush=True)
+            n_dev = sum(x["words"] for x in lists["dev"])
+            metrics = {"dep_uas": bi_sc["dep_uas"], "dep_las": bi_sc["dep_las"], "dev_uas": dev_sc["dep_uas"],
+                       "dev_head_accuracy_of_the_lists": 1.0 - dev_errors[f"{lam} {g}"] / n_dev,
+                       "dev_las": dev_sc["dep_las"], "weight": lam, "graph_weight": g, "predict_seconds": bi_s,
+                       "base_predict_seconds": base_s, "time_ratio": bi_s / base_s,
+                       "base_dep_uas": base_sc["dep_uas"], "base_dep_las": base_sc["dep_las"],
+                       "base_dev_uas": base_dev}
+            if train.get("seconds"):
+                metrics["train_seconds"] = train["seconds"]
+            for part in ("model", "reranker"):   # the forward parser's file; the other models'
+                metrics[f"disk_mb:parser/{part}"] = (_model_dir(work, name) / "parser" / part).stat().st_size / 1e6
+            _row_adder(rows)(setting, metrics)
+            details[f"ud_en_ewt pipeline {setting}"] = {
+                "block": chosen, "dev_errors_by_weights": dev_errors, "timings_base_bidirectional": timings}
+    use(block)
+    details["ud_en_ewt pipeline bidirectional"] = {"load_avg_before": load_before, "list_seconds": list_seconds,
                                                    "load_avg_after": C.load_average(), "train": train}
     settings = {r["setting"] for r in rows}
     C.save_results(results, "reranking", rows, details=details, replace=lambda r: r["setting"] in settings,
