@@ -220,7 +220,7 @@ class ParserReranker:
 
     def collect(self, eg, doc_for_features, atoms, spans, allow_break, heads, deps) -> None:
         """Jackknifed training lists of one example; updates the fold models outside its fold
-        (and the reversed model, with one)."""
+        (and the reversed and graph models, with them)."""
         key = zlib.crc32(eg.predicted.text.encode("utf8")) * 1000003 + len(eg.predicted)
         if self.rescores:
             golds = [self.parser._gold(eg, a, b, heads, deps) for a, b in spans]
@@ -334,8 +334,9 @@ class ParserReranker:
 
     def train_graph(self, key: int, doc, spans, golds) -> None:
         """One perceptron step of the graph model per span with a complete gold tree, on the
-        first `graph_epochs` visits of the example (`key`); words and tags are `doc`'s (the
-        tags the parser trains with)."""
+        first `graph_epochs` visits of the example (`key`: its text's checksum and length, so
+        copies of one sentence share their visits); words and tags are `doc`'s (the tags the
+        parser trains with)."""
         seen = self.graph_seen.get(key, 0)
         if seen >= self.block["graph_epochs"]:
             return
