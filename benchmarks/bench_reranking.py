@@ -1254,9 +1254,9 @@ def bidirectional_stage(paths: Dict[str, str], work: Path, overrides: List[str],
     and test sentence's forward and reversed k best are scored by the three models once
     (_rescored_lists; dev_head_accuracy_of_the_lists: the chosen weights' share of right heads
     among non-punctuation words, close to the pipeline's dev_uas, which is spaCy's F-score that
-    also leaves out arcs predicted as punctuation); for the forward list alone and for the union, the reversed model's
-    weight (REVERSE_LAMBDAS), with the graph model's at 0 and then chosen too (GRAPH_WEIGHTS),
-    are chosen on dev by wrong heads; then nlp.pipe on dev and test with each chosen block, on
+    also leaves out arcs predicted as punctuation). For the forward list alone and for the
+    union, the reversed model's weight (REVERSE_LAMBDAS), with the graph model's at 0 and then
+    chosen too (GRAPH_WEIGHTS), are chosen on dev by wrong heads; then nlp.pipe on dev and test with each chosen block, on
     test against the same pipeline without the block, alternated `rounds` times."""
     import json
 
@@ -1273,7 +1273,7 @@ def bidirectional_stage(paths: Dict[str, str], work: Path, overrides: List[str],
     parser = nlp.get_pipe("parser")
     block = dict(parser.cfg["reranker"])
     if k is not None:
-        block["k"] = k
+        block["k"] = k   # the list size is a prediction setting: the same trained models
     models = parser._reranking.reverse_model, parser._reranking.graph_model   # as loaded
     if models[0] is None or models[1] is None:
         raise RuntimeError(f"{_model_dir(work, name)} holds no reversed or no graph model")
@@ -1294,7 +1294,7 @@ def bidirectional_stage(paths: Dict[str, str], work: Path, overrides: List[str],
         return sc, t.seconds
 
     load_before = C.load_average()
-    use({**block, "union": True})
+    use({**block, "union": True, "reverse": 1.0, "graph": 1.0})   # every column; weights come later
     lists, list_seconds = {}, {}
     for split in ("dev", "test"):
         with C.Timer() as t:

@@ -55,7 +55,7 @@ BACKOFF_LABEL = "dep"
 # reverse: the weight of a right-to-left model's score (0: none; with learner "none" only, as the
 # learners' jackknifed lists have no reversed scores yet), union: the reversed model's own k best
 # join the list. On UD EWT (benchmarks/results/reranking.json, "bidirectional" rows) dev chose
-# weights 0.2-0.4 (configs/parser_bidirectional.cfg: k 16, weight 0.2, no union).
+# weights 0.2-0.4 (configs/parser_bidirectional.cfg: k 16, weight 0.2, graph 1.0, no union).
 # graph: the weight of a second-order graph model's score (McDonald and Pereira 2006; 0: none;
 # with learner "none" only, like reverse), trained beside the parser on each training sentence's
 # first graph_epochs visits (5: a graph model's held-out UAS stops rising there, and on EWT dev
