@@ -90,6 +90,10 @@ def _reranker_block(name: str, decoder: str, block: Optional[dict]) -> Optional[
     if not isinstance(out["union"], bool):
         raise ValueError(Errors.S244.format(name=name, setting="union", value=out["union"],
                                             requirement="true or false"))
+    if out["union"] and out["reverse"] <= 0:
+        raise ValueError(Errors.S244.format(name=name, setting="union", value=True,
+                                            requirement="false without a reversed model (reverse > 0), "
+                                                        "whose k best the union adds"))
     if (out["learner"] == "none") != (out["reverse"] > 0 or out["graph"] > 0):
         raise ValueError(Errors.S244.format(
             name=name, setting="learner", value=out["learner"],

@@ -175,7 +175,8 @@ def test_prediction_from_threads_equals_one_thread(with_graph):
 @pytest.mark.parametrize("block", [
     {"learner": "perceptron", "graph": 0.5}, {"learner": "none", "graph": -1},
     {"learner": "none", "graph": "much"}, {"learner": "none", "graph": True},
-    {"learner": "none", "graph": 0.5, "graph_epochs": 0}, {"learner": "none", "graph": 0.5, "graph_epochs": 2.5}])
+    {"learner": "none", "graph": 0.5, "graph_epochs": 0}, {"learner": "none", "graph": 0.5, "graph_epochs": 2.5},
+    {"learner": "none", "graph": 0.5, "union": True}, {"learner": "perceptron", "union": True}])
 def test_bad_graph_blocks_are_coded_errors(block):
     import spacy
 
