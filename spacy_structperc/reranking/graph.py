@@ -112,10 +112,11 @@ class GraphScorer:
         heads = numpy.concatenate([numpy.asarray(h, dtype=numpy.int32) for h in trees])
         return self.score(words, tags, numpy.array([0, n]), numpy.zeros((len(trees),), dtype=numpy.int64), heads)
 
-    def to_bytes(self, name: str, precision: str) -> bytes:
+    def to_bytes(self, name: str, precision: str, prune_below: float = 0.0) -> bytes:
         """msgpack of the order, the tag index and the averaged weights (a PerceptronModel file
-        without templates, checksummed on its own), in `precision`."""
-        holder = PerceptronModel([], 1, precision)
+        without templates, checksummed on its own), in `precision`, rows within `prune_below`
+        of zero left out."""
+        holder = PerceptronModel([], 1, precision, prune_below)
         holder.weights = self.model.weights
         return srsly.msgpack_dumps({"kind": GRAPH_KIND, "order": self.order,
                                     "tags": self.tag_index.tags.astype("<u8").tobytes(),

@@ -497,7 +497,8 @@ class ParserReranker:
         if self.reverse > 0 and self.reverse_model is not None:
             reverse = self.reverse_model.to_bytes(f"{self.parser.name} (reversed)")
         if self.graph > 0 and self.graph_model is not None:
-            graph = self.graph_model.to_bytes(self.parser.name, self.parser.model.precision)
+            m = self.parser.model   # saved as the parser's and the reversed model's weights are
+            graph = self.graph_model.to_bytes(self.parser.name, m.precision, m.prune_below)
         return dumps_state(self.model, reverse, graph)
 
     def from_bytes(self, data: bytes) -> None:

@@ -121,6 +121,23 @@ def test_the_graph_model_survives_save_load_and_pickle(with_graph, tmp_path):
     assert loaded.get_pipe("structperc_parser").to_bytes() == loaded.get_pipe("structperc_parser").to_bytes()
 
 
+def test_the_graph_model_is_saved_with_the_parsers_size_settings(tmp_path):
+    """prune_below (and precision) of the parser's model apply to the graph model's rows too."""
+    import spacy
+
+    sizes, scores = {}, {}
+    for prune in (0.0, 1e9):
+        nlp, parser = _pipeline(epochs=3)
+        parser.model.prune_below = prune
+        nlp.to_disk(tmp_path / str(prune))
+        sizes[prune] = (tmp_path / str(prune) / "structperc_parser" / "reranker").stat().st_size
+        loaded = spacy.load(tmp_path / str(prune)).get_pipe("structperc_parser")._reranking.graph_model
+        doc = Doc(nlp.vocab, words=TRAIN_DATA[0][0], tags=TRAIN_DATA[0][1])
+        scores[prune] = loaded.score_span(doc.to_array("LOWER"), doc.to_array("TAG"), [numpy.array([1, -1, 1, 2])])
+    assert scores[0.0].any() and not scores[1e9].any()
+    assert sizes[1e9] < sizes[0.0]
+
+
 def test_a_damaged_graph_model_is_refused_and_the_component_kept(with_graph):
     import hashlib
 
