@@ -36,6 +36,9 @@ class TagIndex:
 
     def __init__(self, tags: numpy.ndarray):
         self.tags = numpy.asarray(tags, dtype=numpy.uint64)
+        # sorted once: ids() runs for every span a pipeline's graph model scores
+        self._order = numpy.argsort(self.tags)
+        self._sorted = self.tags[self._order]
 
     @classmethod
     def fit(cls, tags: numpy.ndarray) -> "TagIndex":
@@ -47,10 +50,9 @@ class TagIndex:
         tags = numpy.asarray(tags, dtype=numpy.uint64)
         if not len(self.tags):
             return numpy.full((len(tags),), N_TAG_IDS, dtype=numpy.int32)
-        srt = numpy.argsort(self.tags)
-        pos = numpy.minimum(numpy.searchsorted(self.tags[srt], tags), len(self.tags) - 1)
-        found = self.tags[srt][pos] == tags
-        return numpy.where(found, srt[pos] + 1, N_TAG_IDS).astype(numpy.int32)
+        pos = numpy.minimum(numpy.searchsorted(self._sorted, tags), len(self.tags) - 1)
+        found = self._sorted[pos] == tags
+        return numpy.where(found, self._order[pos] + 1, N_TAG_IDS).astype(numpy.int32)
 
 
 class GraphScorer:
