@@ -147,6 +147,13 @@ class Errors(metaclass=ErrorsWithCodes):
 
     S250 = ("A TreeScorer needs a structperc_parser component, and the pipeline has none "
             "(its components: {names}). Give a pipeline with one, or name it with parser=.")
+    S251 = ("Component '{name}' has no reranker block, so there is no reranker to configure. "
+            "Train the parser with a [components.{name}.reranker] block.")
+    S252 = ("Component '{name}': '{setting}' of the reranker block is a training setting, fixed "
+            "when the reranker was trained; configure_reranker changes only {allowed}. Retrain "
+            "with the new setting instead.")
+    S253 = ("Component '{name}': the reranker has no trained {model} model, so {setting} must "
+            "stay 0 (it was 0 when the parser was trained). Retrain with {setting} > 0 for one.")
 
     # S280-S299: the dual-form kernel perceptron (_core/kernel).
     S280 = ("Could not load the kernel perceptron: {reason}. The bytes are damaged or were not "

@@ -63,6 +63,8 @@ BACKOFF_LABEL = "dep"
 RERANKER_DEFAULTS = {"learner": "perceptron", "k": 8, "kernel": "poly", "folds": 4,
                      "features": list(GROUPS_V1), "settings": {}, "reverse": 0.0, "union": False,
                      "graph": 0.0, "graph_epochs": 5}
+# The settings of a reranker block that configure_reranker may change after training.
+PREDICTION_SETTINGS = ("k", "union", "reverse", "graph")
 
 
 def _reranker_block(name: str, decoder: str, block: Optional[dict]) -> Optional[dict]:
@@ -443,6 +445,26 @@ class StructuredParser(PerceptronPipe):
 
     def _reset_reranker(self) -> None:
         self._reranking = ParserReranker(self, self.reranker) if self.reranker else None
+
+    def configure_reranker(self, **settings) -> None:
+        """Change the reranker block's prediction settings, keeping what was trained: `k` (the
+        list size; the beam is widened to k), `union`, and the weights `reverse` and `graph` (0
+        leaves a model out; a model the parser was trained without cannot be weighted in, S253).
+        Training settings (learner, folds, features, ...) are S252. The new block is validated
+        as at construction (S244) and is saved with the pipeline. Loaded pipelines take their
+        saved block, whatever `spacy.load`'s config says, so this is how a trained pipeline is
+        switched, e.g. `nlp.get_pipe("parser").configure_reranker(k=32, union=True)`. Call it
+        before serving: it is not meant to race with prediction in other threads."""
+        block = self.reranker
+        if not block or self._reranking is None:
+            raise ValueError(Errors.S251.format(name=self.name))
+        for setting in settings:
+            if setting not in PREDICTION_SETTINGS:
+                raise ValueError(Errors.S252.format(name=self.name, setting=setting,
+                                                    allowed=", ".join(PREDICTION_SETTINGS)))
+        new = _reranker_block(self.name, self.cfg["decoder"], {**block, **settings})
+        self._reranking = self._reranking.with_block(new)
+        self.cfg["reranker"] = new
 
     def _collect_candidates(self, eg: Example, doc_for_features: Doc, atoms, spans, allow_break,
                             heads, deps) -> None:

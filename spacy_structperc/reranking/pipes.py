@@ -15,6 +15,7 @@ second-order graph model (``graph`` > 0), each trained beside the parser, score 
 (with ``union``, the reversed model's own k best join the list), and the tree with the best
 forward score + reverse x reversed score + graph x graph score wins (``rescored``, ``choose``).
 """
+import copy
 import hashlib
 import zlib
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -170,6 +171,18 @@ class ParserReranker:
         # parser on each training sentence's first `graph_epochs` visits (graph_seen counts them).
         self.graph_model: Optional[GraphScorer] = None
         self.graph_seen: Dict[int, int] = {}
+
+    def with_block(self, block: Dict[str, Any]) -> "ParserReranker":
+        """This reranker's trained state (learner, jackknifing, reversed and graph models)
+        under another block that differs in prediction settings only (the component's
+        configure_reranker); S253 for a weight > 0 on a model that was never trained."""
+        for setting, model, trained in (("reverse", "reversed", self.reverse_model),
+                                        ("graph", "graph", self.graph_model)):
+            if block[setting] > 0 and self.block[setting] <= 0 and trained is None:
+                raise ValueError(Errors.S253.format(name=self.parser.name, model=model, setting=setting))
+        other = copy.copy(self)   # shares the trained parts; only the block differs
+        other.block = block
+        return other
 
     @property
     def reverse(self) -> float:
@@ -494,9 +507,11 @@ class ParserReranker:
     def to_bytes(self) -> bytes:
         self.fit_if_stale()
         reverse = graph = b""
-        if self.reverse > 0 and self.reverse_model is not None:
+        # a model is saved while it exists, weighted or not: configure_reranker can set its
+        # weight to 0 and back again
+        if self.reverse_model is not None:
             reverse = self.reverse_model.to_bytes(f"{self.parser.name} (reversed)")
-        if self.graph > 0 and self.graph_model is not None:
+        if self.graph_model is not None:
             m = self.parser.model   # saved as the parser's and the reversed model's weights are
             graph = self.graph_model.to_bytes(self.parser.name, m.precision, m.prune_below)
         return dumps_state(self.model, reverse, graph)
