@@ -1349,6 +1349,156 @@ def bidirectional_stage(paths: Dict[str, str], work: Path, overrides: List[str],
                    errors={}, command=" ".join(["python"] + sys.argv), notes=NOTES)
 
 
+TAG_FLIPS = (1, 2, 3, 5)
+TAG_WEIGHTS = (4.0, 6.0, 8.0, 12.0, 16.0)
+
+
+def _tag_variant_lists(nlp, gold_docs, weights: Sequence[float]) -> List[Dict[str, Any]]:
+    """Per span of `gold_docs` (tagged by the pipeline's tagger with its alternatives): for each
+    tag variant (ParserReranker.tag_variants, up to max(TAG_FLIPS) flips) the weighted
+    rescored score, the wrong heads of each tree, the variant's cost and rank."""
+    import numpy
+
+    parser = nlp.get_pipe("parser")
+    rr = parser._reranking
+    k = rr.block["k"]
+    width = max(k, parser.cfg["beam_width"])
+    w = numpy.asarray(weights, dtype=numpy.float64)
+    docs = C.unannotated_copies(gold_docs, nlp.vocab)
+    with nlp.select_pipes(enable=["tagger"]):
+        docs = list(nlp.pipe(docs, batch_size=1000))
+    out = []
+    for doc, gold in zip(docs, gold_docs):
+        if not len(doc):
+            continue
+        atoms = parser.model.atoms(doc, parser.name)
+        spans, allow_break = parser._spans(doc)
+        words, tags = doc.to_array("LOWER"), doc.to_array("TAG")
+        alternatives = rr.tag_alternatives(doc, tags)
+        gh = numpy.array([t.head.i if t.head.i != t.i else -1 for t in gold])
+        punct = numpy.array([t.dep_ in ("p", "punct") for t in gold])
+        for a, b in spans:
+            ref = numpy.where(gh[a:b] >= 0, gh[a:b] - a, -1)
+            variants = []
+            for vtags, vatoms, cost, rank in rr.tag_variants(tags[a:b], atoms[a:b], alternatives, a, max(TAG_FLIPS)):
+                cands = parser._span_kbest(parser.system, vatoms, allow_break, k, width)
+                trees, scores = rr.rescored(words[a:b], vtags, vatoms, allow_break, cands, k, width)
+                with numpy.errstate(invalid="ignore"):
+                    total = scores @ w
+                variants.append({"total": numpy.where(numpy.isnan(total), -numpy.inf, total), "cost": cost,
+                                 "rank": rank,
+                                 "errors": numpy.array([int(((h != ref) & ~punct[a:b]).sum()) for h, _ in trees])})
+            out.append({"variants": variants, "words": int((~punct[a:b]).sum())})
+    return out
+
+
+def _tag_variant_errors(lists: List[Dict[str, Any]], flips: int, weight: float) -> int:
+    """Wrong heads of the trees ParserReranker.rescored_choice picks with tag_flips = `flips`
+    and tag_weight = `weight`."""
+    import numpy
+
+    total = 0
+    for span in lists:
+        best, errors = -numpy.inf, None
+        for v in span["variants"]:
+            if v["rank"] > flips:
+                continue
+            t = v["total"] - weight * v["cost"]
+            j = int(numpy.argmax(t))
+            if errors is None or t[j] > best:
+                best, errors = t[j], int(v["errors"][j])
+        total += errors
+    return total
+
+
+def tag_flips_stage(paths: Dict[str, str], work: Path, overrides: List[str], results: Path, k: int,
+                    rounds: int = 2) -> None:
+    """Tag variants in the reranked pipeline: the trained parser_bidirectional.cfg pipeline (as
+    bidirectional_stage, cached), its tagger with alternatives on (set_alternatives), the block
+    at list size `k` with the union, the reversed and graph models' weights chosen on dev (as
+    bidirectional_stage), then tag_flips (TAG_FLIPS) and tag_weight (TAG_WEIGHTS) chosen on dev
+    by wrong heads from each dev span's variant lists (_tag_variant_lists), and nlp.pipe on dev
+    and test with the chosen block, on test against the same pipeline without the block,
+    alternated `rounds` times (configure_reranker switches the block; the base is the parser
+    with its block's models left out)."""
+    import json
+
+    import spacy
+    from spacy.pipeline.dep_parser import parser_score
+    from spacy.training import Example
+
+    import spacy_structperc  # noqa: F401
+
+    name = "bidirectional"
+    _train_pipeline(C.REPO_ROOT / "configs" / BIDIRECTIONAL_CONFIG, work, name, paths["train"], paths["dev"],
+                    overrides)
+    nlp = spacy.load(_model_dir(work, name))
+    nlp.get_pipe("tagger").set_alternatives(True)
+    parser = nlp.get_pipe("parser")
+    block = dict(parser.cfg["reranker"])
+    gold = {s: C.load_docs(Path(paths[s]), nlp.vocab) for s in ("dev", "test")}
+
+    def run(split, with_block):
+        chosen = parser.cfg["reranker"]
+        if not with_block:
+            parser.cfg["reranker"] = None   # predict parses the 1-best without a block
+        try:
+            docs = C.unannotated_copies(gold[split], nlp.vocab)
+            with C.Timer() as t:
+                preds = list(nlp.pipe(docs, batch_size=1000))
+        finally:
+            parser.cfg["reranker"] = chosen
+        return parser_score([Example(p, g) for p, g in zip(preds, gold[split])]), t.seconds
+
+    load_before = C.load_average()
+    parser.configure_reranker(k=k, union=True, reverse=1.0, graph=1.0, tag_flips=0)
+    with C.Timer() as t:
+        lists = _rescored_lists(nlp, gold["dev"], k)
+    grid = [(lam, g) for lam in REVERSE_LAMBDAS if lam > 0 for g in GRAPH_WEIGHTS]
+    weight_errors = {f"{lam} {g}": _rescored_errors(lists, True, (1.0, lam, g)) for lam, g in grid}
+    lam, g = min(grid, key=lambda x: (weight_errors[f"{x[0]} {x[1]}"], x[1], x[0]))
+    print(f"  tag flips: weights {lam} / {g} ({t.seconds:.0f}s)", flush=True)
+    parser.configure_reranker(reverse=lam, graph=g)
+    with C.Timer() as t:
+        variants = _tag_variant_lists(nlp, gold["dev"], (1.0, lam, g))
+    flip_errors = {f"{f} {w}": _tag_variant_errors(variants, f, w) for f in (0,) + TAG_FLIPS for w in TAG_WEIGHTS}
+    f, w = min(((f, w) for f in TAG_FLIPS for w in TAG_WEIGHTS), key=lambda x: (flip_errors[f"{x[0]} {x[1]}"], x))
+    print(f"  tag flips: {f} at weight {w} ({t.seconds:.0f}s); dev wrong heads {flip_errors[f'{f} {w}']} "
+          f"against {flip_errors[f'0 {w}']} without", flush=True)
+    parser.configure_reranker(tag_flips=f, tag_weight=w)
+    base_dev = run("dev", False)[0]
+    dev_sc = run("dev", True)[0]
+    timings = []
+    for _ in range(rounds):
+        base_sc, base_s = run("test", False)
+        sc, s_ = run("test", True)
+        timings.append((base_s, s_))
+    base_s = min(b for b, _ in timings)
+    flips_s = min(r for _, r in timings)
+    setting = (f"bidirectional + graph k={k}, union, tag flips, in the pipeline (beam {parser.cfg['beam_width']} "
+               f"widened to {max(k, parser.cfg['beam_width'])})")
+    print(f"  {setting}: dev {dev_sc['dep_uas']:.4f}, test {sc['dep_uas']:.4f} / {sc['dep_las']:.4f}", flush=True)
+    run_json = work / "base" / name / "run.json"
+    train = json.loads(run_json.read_text()) if run_json.exists() else {}
+    n_dev = sum(x["words"] for x in variants)
+    metrics = {"dep_uas": sc["dep_uas"], "dep_las": sc["dep_las"], "dev_uas": dev_sc["dep_uas"],
+               "dev_las": dev_sc["dep_las"], "dev_head_accuracy_of_the_lists": 1.0 - flip_errors[f"{f} {w}"] / n_dev,
+               "weight": lam, "graph_weight": g, "tag_flips": f, "tag_weight": w, "predict_seconds": flips_s,
+               "base_predict_seconds": base_s, "time_ratio": flips_s / base_s, "base_dep_uas": base_sc["dep_uas"],
+               "base_dep_las": base_sc["dep_las"], "base_dev_uas": base_dev["dep_uas"]}
+    if train.get("seconds"):
+        metrics["train_seconds"] = train["seconds"]
+    rows: List[Dict[str, Any]] = []
+    _row_adder(rows)(setting, metrics)
+    details = {f"ud_en_ewt pipeline {setting}": {
+        "block": parser.cfg["reranker"], "dev_errors_by_weights": weight_errors,
+        "dev_errors_by_flips_and_tag_weight": flip_errors, "timings_base_flips": timings,
+        "load_avg_before": load_before, "load_avg_after": C.load_average(), "train": train}}
+    parser.cfg["reranker"] = block
+    C.save_results(results, "reranking", rows, details=details, replace=lambda r: r["setting"] == setting,
+                   errors={}, command=" ".join(["python"] + sys.argv), notes=NOTES)
+
+
 # ---------------------------------------------------------------------------------------------
 # The chunker (CoNLL-2000): jackknifed k-best BIO sequences, chunk-level global features
 
@@ -1590,6 +1740,7 @@ def main(argv=None) -> int:
                         "right-to-left pipeline's scores and k-best, at each --rerank-k), bidirectional (the "
                         "same in a pipeline: configs/parser_bidirectional.cfg), combine (other rules over the "
                         "reverse stage's two k-best lists: minimum Bayes risk, arc-voting reparse), "
+                        "tagflips (bidirectional with tag variants, at --rerank-k, default 32), "
                         "pipeline, chunker")
     p.add_argument("--k", type=int, default=16, help="k-best lists cached (k <= this are prefixes)")
     p.add_argument("--width", type=int, default=16, help="beam width of the k-best decoding")
@@ -1648,6 +1799,9 @@ def main(argv=None) -> int:
     if "bidirectional" in only:
         for k in ([None] if args.rerank_k == "8" else [int(x) for x in args.rerank_k.split(",")]):
             bidirectional_stage(paths, work, overrides, results, k)
+    if "tagflips" in only:
+        for k in ([32] if args.rerank_k == "8" else [int(x) for x in args.rerank_k.split(",")]):
+            tag_flips_stage(paths, work, overrides, results, k)
     if "reverse" in only:
         reverse_stage(paths, work, args.k, args.width, [int(x) for x in args.rerank_k.split(",")], overrides,
                       results)

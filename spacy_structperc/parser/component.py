@@ -62,9 +62,9 @@ BACKOFF_LABEL = "dep"
 # 10 epochs rescored worse than 5).
 RERANKER_DEFAULTS = {"learner": "perceptron", "k": 8, "kernel": "poly", "folds": 4,
                      "features": list(GROUPS_V1), "settings": {}, "reverse": 0.0, "union": False,
-                     "graph": 0.0, "graph_epochs": 5}
+                     "graph": 0.0, "graph_epochs": 5, "tag_flips": 0, "tag_weight": 8.0}
 # The settings of a reranker block that configure_reranker may change after training.
-PREDICTION_SETTINGS = ("k", "union", "reverse", "graph")
+PREDICTION_SETTINGS = ("k", "union", "reverse", "graph", "tag_flips", "tag_weight")
 
 
 def _reranker_block(name: str, decoder: str, block: Optional[dict]) -> Optional[dict]:
@@ -83,7 +83,7 @@ def _reranker_block(name: str, decoder: str, block: Optional[dict]) -> Optional[
     out["settings"] = dict(out["settings"] or {})
     if out["learner"] not in LEARNERS and out["learner"] != "none":
         raise ValueError(Errors.S240.format(learner=out["learner"], options=list(LEARNERS) + ["none"]))
-    for setting in ("reverse", "graph"):
+    for setting in ("reverse", "graph", "tag_weight"):
         weight = out[setting]
         if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not 0 <= weight < float("inf"):
             raise ValueError(Errors.S244.format(name=name, setting=setting, value=weight,
@@ -103,7 +103,11 @@ def _reranker_block(name: str, decoder: str, block: Optional[dict]) -> Optional[
                         "yet in the learners' training lists; without them, 'none' has nothing to rerank with)"))
     if out["kernel"] not in KERNELS:
         raise ValueError(Errors.S242.format(kernel=out["kernel"], options=list(KERNELS)))
-    for setting, low in (("k", 2), ("folds", 2), ("graph_epochs", 1)):
+    if out["tag_flips"] and out["learner"] != "none":
+        raise ValueError(Errors.S244.format(name=name, setting="tag_flips", value=out["tag_flips"],
+                                            requirement="0 with a learner (tag variants are chosen among by "
+                                                        "the rescoring models' scores, learner 'none')"))
+    for setting, low in (("k", 2), ("folds", 2), ("graph_epochs", 1), ("tag_flips", 0)):
         v = out[setting]
         if not isinstance(v, int) or isinstance(v, bool) or v < low:
             raise ValueError(Errors.S244.format(name=name, setting=setting, value=v,

@@ -422,15 +422,68 @@ class ParserReranker:
             total = scores @ self.rescoring_weights()
         return trees[int(numpy.argmax(numpy.where(numpy.isnan(total), -numpy.inf, total)))]
 
-    def rescored_spans(self, doc, atoms, spans, allow_break):
-        """`rescored` for each span of `doc`: a list of (trees, scores)."""
+    def rescored_choice(self, doc, atoms, spans, allow_break) -> List[Tuple[numpy.ndarray, numpy.ndarray]]:
+        """Per span, the tree with the best weighted sum of `rescored`'s scores, over the doc's
+        tags and (block "tag_flips" > 0) over tag variants too: the span's tags with one of its
+        `tag_flips` least certain tokens (smallest margin in the tagger's alternatives) given
+        its runner-up tag, whose trees pay `tag_weight` x that margin. Only the trees change:
+        the doc keeps its tags."""
         parser = self.parser
         k = self.block["k"]
         width = max(k, parser.cfg["beam_width"])
         words, tags = doc.to_array("LOWER"), doc.to_array("TAG")
-        return [self.rescored(words[a:b], tags[a:b], atoms[a:b], allow_break,
-                              parser._span_kbest(parser.system, atoms[a:b], allow_break, k, width), k, width)
-                for a, b in spans]
+        alternatives = self.tag_alternatives(doc, tags) if self.block["tag_flips"] > 0 else None
+        out = []
+        for a, b in spans:
+            best, chosen = -numpy.inf, None
+            for span_tags, span_atoms, cost, _ in self.tag_variants(tags[a:b], atoms[a:b], alternatives, a):
+                cands = parser._span_kbest(parser.system, span_atoms, allow_break, k, width)
+                trees, scores = self.rescored(words[a:b], span_tags, span_atoms, allow_break, cands, k, width)
+                with numpy.errstate(invalid="ignore"):   # 0 x -inf: a tree one model cannot score
+                    total = scores @ self.rescoring_weights() - self.block["tag_weight"] * cost
+                total = numpy.where(numpy.isnan(total), -numpy.inf, total)
+                j = int(numpy.argmax(total))
+                if chosen is None or total[j] > best:
+                    best, chosen = total[j], trees[j]
+            out.append(chosen)
+        return out
+
+    @staticmethod
+    def tag_alternatives(doc, tags: numpy.ndarray) -> Optional[Tuple[numpy.ndarray, numpy.ndarray]]:
+        """(runner-up tags, margins) of the doc's tokens from a structperc_tagger with
+        `alternatives` (its doc.user_data entry), with no alternative (0, inf) where the doc's
+        tag is no longer the one the tagger wrote; None when the doc has no such entry for its
+        tokens (the tags are then parsed as they are)."""
+        from ..tagger.component import TAG_ALTERNATIVES
+
+        entry = doc.user_data.get(TAG_ALTERNATIVES)
+        n = len(doc)
+        if not isinstance(entry, dict) or any(len(entry.get(x, ())) != n for x in ("tags", "second", "margin")):
+            return None
+        second = numpy.asarray(entry["second"], dtype=numpy.uint64)
+        margin = numpy.asarray(entry["margin"], dtype=numpy.float64)
+        same = numpy.asarray(entry["tags"], dtype=numpy.uint64) == tags.astype(numpy.uint64)
+        return numpy.where(same, second, 0).astype(numpy.uint64), numpy.where(same, margin, numpy.inf)
+
+    def tag_variants(self, tags, atoms, alternatives, start: int, flips: Optional[int] = None):
+        """(tags, atoms, cost, rank) of a span (`start`: its offset in the doc's alternatives): as
+        they are (cost 0, rank 0), then, for the `flips` (default the block's tag_flips) tokens
+        of smallest margin, ranked 1, 2, ... by margin, the span with that token given its
+        runner-up tag, cost its margin (a token without a runner-up gives no variant)."""
+        yield tags, atoms, 0.0, 0
+        if alternatives is None:
+            return
+        second, margin = alternatives[0][start:start + len(tags)], alternatives[1][start:start + len(tags)]
+        columns = [i for i, name in enumerate(self.parser.model.atom_names) if name == "tag"]
+        order = numpy.argsort(margin, kind="stable")[:self.block["tag_flips"] if flips is None else flips]
+        for rank, j in enumerate(order.tolist(), 1):
+            if not numpy.isfinite(margin[j]) or second[j] == 0:
+                continue
+            flipped_tags = numpy.array(tags, dtype=numpy.uint64)
+            flipped_tags[j] = second[j]
+            flipped = atoms.copy()
+            flipped[j, columns] = second[j]
+            yield flipped_tags, flipped, float(margin[j]), rank
 
     # Candidates as lists -----------------------------------------------------------------------
 
@@ -494,7 +547,7 @@ class ParserReranker:
         k = self.block["k"]
         width = max(k, parser.cfg["beam_width"])
         if self.rescores:
-            return [self.choose(trees, scores) for trees, scores in self.rescored_spans(doc, atoms, spans, allow_break)]
+            return self.rescored_choice(doc, atoms, spans, allow_break)
         all_cands = [parser._span_kbest(system, atoms[a:b], allow_break, k, width) for a, b in spans]
         if self.model is None:
             return [(c[0][1], c[0][2]) for c in all_cands]

@@ -21,6 +21,8 @@ from ..model import PerceptronModel
 from ..pipeline.sequence import SequenceLabeller, _choice, batch_arrays
 
 ATTRS = {"tag": TAG, "pos": POS}
+# doc.user_data key of the runner-up tags a tagger with `alternatives` writes (see alternatives)
+TAG_ALTERNATIVES = ("structperc", "tag_alternatives")
 
 
 class StructuredTagger(SequenceLabeller):
@@ -42,15 +44,18 @@ class StructuredTagger(SequenceLabeller):
                  decoder: str = "greedy", lookahead_depth: int = 0, order: int = 2,
                  beam_width: int = 4, update: str = "max-violation", margin: float = 40.0,
                  direction: str = "ltr", attr: str = "tag", tag_dict_min_count: int = 0,
-                 scorer=None):
+                 alternatives: bool = False, scorer=None):
         _choice(name, "attr", attr, tuple(ATTRS))
         if not isinstance(tag_dict_min_count, int) or tag_dict_min_count < 0:
             raise ValueError(Errors.S012.format(setting="tag_dict_min_count", name=name,
                                                 value=tag_dict_min_count, requirement="an integer >= 0"))
+        if not isinstance(alternatives, bool) or (alternatives and attr != "tag"):
+            raise ValueError(Errors.S012.format(setting="alternatives", name=name, value=alternatives,
+                                                requirement="true or false (true with attr = \"tag\" only)"))
         super().__init__(vocab, model, name, decoder=decoder, lookahead_depth=lookahead_depth,
                          order=order, beam_width=beam_width, update=update, margin=margin,
                          direction=direction, scorer=scorer, attr=attr,
-                         tag_dict_min_count=tag_dict_min_count)
+                         tag_dict_min_count=tag_dict_min_count, alternatives=alternatives)
         self._labels_changed()
 
     # Labels ------------------------------------------------------------------------------------
@@ -164,6 +169,53 @@ class StructuredTagger(SequenceLabeller):
             attrs = [attr]
             values = self._label_values[classes].reshape((-1, 1))
         docarrays.write(docs, offsets, attrs, values)
+        if self.cfg.get("alternatives"):
+            for k, doc in enumerate(docs):
+                doc.user_data[TAG_ALTERNATIVES] = self.alternatives(doc, classes[offsets[k]:offsets[k + 1]])
+
+    def set_alternatives(self, on: bool = True) -> None:
+        """Turn the `alternatives` setting on or off in a trained (or loaded) tagger: a loaded
+        pipeline keeps its saved settings whatever spacy.load's config says. Saved with the
+        pipeline. Call it before serving, not while other threads predict."""
+        if not isinstance(on, bool) or (on and self.cfg["attr"] != "tag"):
+            raise ValueError(Errors.S012.format(setting="alternatives", name=self.name, value=on,
+                                                requirement="true or false (true with attr = \"tag\" only)"))
+        self.cfg["alternatives"] = on
+
+    def alternatives(self, doc: Doc, classes: numpy.ndarray) -> Dict[str, List]:
+        """Each token's runner-up tag along the decoded path: the model's local scores at each
+        token, given the tags before it in the decoding direction, as the greedy decoder sees
+        them (tag dictionary and masks applied). Returns {"tags": the tags written, "second":
+        each token's second-best tag (0 where no other tag is allowed), "margin": best minus
+        second-best score}, tags as StringStore hashes: what a later structperc_parser with
+        `tag_flips` reads from `doc.user_data[TAG_ALTERNATIVES]`."""
+        n = len(doc)
+        out: Dict[str, List] = {"tags": [], "second": [], "margin": []}
+        if n == 0:
+            return out
+        self._bind(doc)
+        system = self.system
+        rtl = self.cfg.get("direction", "ltr") == "rtl"
+        path = numpy.asarray(classes, dtype=numpy.int64)
+        path = path[::-1] if rtl else path
+        second = numpy.zeros((n,), dtype=numpy.int64)
+        margin = numpy.full((n,), numpy.inf)
+        state = system.initial_state()
+        for i, c in enumerate(path.tolist()):
+            scores = numpy.asarray(system.action_scores(state), dtype=numpy.float64)
+            best = scores[c]
+            scores[c] = -numpy.inf
+            j = int(numpy.argmax(scores))
+            if numpy.isfinite(scores[j]):
+                second[i], margin[i] = j + 1, best - scores[j]   # j + 1: 0 is "none"
+            state = system.step(state, c)
+        if rtl:
+            second, margin = second[::-1], margin[::-1]
+        values = numpy.concatenate([numpy.zeros((1,), dtype=numpy.uint64), self._label_values])
+        out["tags"] = self._label_values[numpy.asarray(classes, dtype=numpy.int64)].tolist()
+        out["second"] = values[second].tolist()
+        out["margin"] = margin.tolist()
+        return out
 
     # Training ----------------------------------------------------------------------------------
 

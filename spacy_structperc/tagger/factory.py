@@ -37,6 +37,7 @@ history_words = true
         "direction": "ltr",
         "attr": "tag",
         "tag_dict_min_count": 0,
+        "alternatives": False,
         "scorer": {"@scorers": "spacy-structperc.tagger_scorer.v1"},
     },
     requires=[],
@@ -46,7 +47,7 @@ history_words = true
 )
 def make_tagger(nlp: Language, name: str, model: PerceptronModel, decoder: str, lookahead_depth: int,
                 order: int, beam_width: int, update: str, margin: float, direction: str, attr: str,
-                tag_dict_min_count: int, scorer: Optional[Callable]) -> StructuredTagger:
+                tag_dict_min_count: int, alternatives: bool, scorer: Optional[Callable]) -> StructuredTagger:
     """A part-of-speech tagger trained as an averaged structured perceptron.
 
     model: spacy-structperc.AveragedPerceptron.v1 with a feature set (tagger_features.v1).
@@ -62,6 +63,8 @@ def make_tagger(nlp: Language, name: str, model: PerceptronModel, decoder: str, 
         POS); "pos" writes token.pos_ and accepts Universal POS labels only.
     tag_dict_min_count: words seen this often in training may only take the tags seen with them
         (Ratnaparkhi 1996); 0 turns the tag dictionary off.
+    alternatives: attr = "tag" only: also record each token's runner-up tag and its score margin
+        in doc.user_data (StructuredTagger.alternatives), for a parser's reranker with tag_flips.
     scorer: tag_acc (and pos_acc) or pos_acc, following attr.
     """
     return build_pipe(StructuredTagger, **locals())
