@@ -60,6 +60,10 @@ BACKOFF_LABEL = "dep"
 # with learner "none" only, like reverse), trained beside the parser on each training sentence's
 # first graph_epochs visits (5: a graph model's held-out UAS stops rising there, and on EWT dev
 # 10 epochs rescored worse than 5).
+# tag_flips: with learner "none", each span is parsed again with each of its tag_flips least
+# certain tokens given its runner-up tag (from a structperc_tagger with alternatives = true),
+# those trees paying tag_weight x the token's margin; 0: none. On UD EWT dev (bench_reranking
+# --only tagflips, k 32 with the union) 3 flips at weight 8 did best.
 RERANKER_DEFAULTS = {"learner": "perceptron", "k": 8, "kernel": "poly", "folds": 4,
                      "features": list(GROUPS_V1), "settings": {}, "reverse": 0.0, "union": False,
                      "graph": 0.0, "graph_epochs": 5, "tag_flips": 0, "tag_weight": 8.0}

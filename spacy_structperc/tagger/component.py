@@ -22,7 +22,7 @@ from ..pipeline.sequence import SequenceLabeller, _choice, batch_arrays
 
 ATTRS = {"tag": TAG, "pos": POS}
 # doc.user_data key of the runner-up tags a tagger with `alternatives` writes (see alternatives)
-TAG_ALTERNATIVES = ("structperc", "tag_alternatives")
+TAG_ALTERNATIVES = "structperc_tag_alternatives"
 
 
 class StructuredTagger(SequenceLabeller):
