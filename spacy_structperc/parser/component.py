@@ -456,8 +456,9 @@ class StructuredParser(PerceptronPipe):
 
     def configure_reranker(self, **settings) -> None:
         """Change the reranker block's prediction settings, keeping what was trained: `k` (the
-        list size; the beam is widened to k), `union`, and the weights `reverse` and `graph` (0
-        leaves a model out; a model the parser was trained without cannot be weighted in, S253).
+        list size; the beam is widened to k), `union`, the weights `reverse` and `graph` (0
+        leaves a model out; a model the parser was trained without cannot be weighted in, S253),
+        and the tag variants' `tag_flips` and `tag_weight`.
         Training settings (learner, folds, features, ...) are S252. The new block is validated
         as at construction (S244) and is saved with the pipeline. Loaded pipelines take their
         saved block, whatever `spacy.load`'s config says, so this is how a trained pipeline is
