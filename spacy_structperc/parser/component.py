@@ -541,6 +541,8 @@ class StructuredParser(PerceptronPipe):
             (util.ensure_path(path) / "reranker").write_bytes(self._reranker_bytes())
 
     def _take_reranker(self, staged) -> None:
+        if self.reranker:   # a block saved before a setting existed gets its default
+            self.cfg["reranker"] = _reranker_block(self.name, self.cfg["decoder"], self.reranker)
         self._reset_reranker()
         if staged is not _KEEP and self._reranking is not None:
             self._reranking.take(staged)

@@ -158,3 +158,25 @@ def test_a_tagger_with_alternatives_feeds_the_parser_on_raw_text(trained):
 def test_bad_tag_flips_blocks_are_coded_errors(block):
     with pytest.raises(ValueError, match="S244"):
         spacy.blank("en").add_pipe("structperc_parser", config={"decoder": "beam", "reranker": block})
+
+
+def test_a_block_saved_before_tag_flips_existed_loads_with_the_defaults(trained):
+    """A pipeline saved with a block that lacks tag_flips and tag_weight (an older version)
+    loads with their defaults and parses as before: no tag variants."""
+    from spacy_structperc.pipeline.base import dump_cfg, load_cfg
+    import srsly
+
+    parser = trained.get_pipe("structperc_parser")
+    msg = srsly.msgpack_loads(parser.to_bytes())
+    cfg = load_cfg(msg["cfg"], parser.name)
+    for setting in ("tag_flips", "tag_weight"):
+        del cfg["reranker"][setting]
+    msg["cfg"] = dump_cfg(cfg).encode("utf8")
+    old = pickle.loads(pickle.dumps(trained))
+    old.get_pipe("structperc_parser").from_bytes(srsly.msgpack_dumps(msg))
+    block = old.get_pipe("structperc_parser").reranker
+    assert block["tag_flips"] == 0 and block["tag_weight"] == 8.0
+    plain = pickle.loads(pickle.dumps(trained))
+    plain.get_pipe("structperc_parser").configure_reranker(tag_flips=0)
+    docs = _docs(trained, 5, 15)
+    assert [_parse(old, d) for d in docs] == [_parse(plain, d) for d in docs]
