@@ -1210,10 +1210,26 @@ def _rescored_lists(nlp, gold_docs, k: int) -> List[Dict[str, Any]]:
     parser = nlp.get_pipe("parser")
     rr = parser._reranking
     width = max(k, parser.cfg["beam_width"])
+    out = []
+    for doc, atoms, allow_break, words, tags, a, b, ref, punct in _tagged_spans(nlp, gold_docs):
+        cands = parser._span_kbest(parser.system, atoms[a:b], allow_break, k, width)
+        trees, scores = rr.rescored(words[a:b], tags[a:b], atoms[a:b], allow_break, cands, k, width)
+        errors = [int(((h != ref) & ~punct).sum()) for h, _ in trees]
+        out.append({"n_forward": len(cands), "scores": scores, "errors": numpy.array(errors),
+                    "words": int((~punct).sum())})
+    return out
+
+
+def _tagged_spans(nlp, gold_docs):
+    """Each span the pipeline's parser parses of `gold_docs`, tagged by its tagger: (doc,
+    atoms, allow_break, words, tags, start, end, gold heads relative to the span with -1 for a
+    root, punctuation mask of the span)."""
+    import numpy
+
+    parser = nlp.get_pipe("parser")
     docs = C.unannotated_copies(gold_docs, nlp.vocab)
     with nlp.select_pipes(enable=["tagger"]):
         docs = list(nlp.pipe(docs, batch_size=1000))
-    out = []
     for doc, gold in zip(docs, gold_docs):
         if not len(doc):
             continue
@@ -1223,13 +1239,8 @@ def _rescored_lists(nlp, gold_docs, k: int) -> List[Dict[str, Any]]:
         gh = numpy.array([t.head.i if t.head.i != t.i else -1 for t in gold])
         punct = numpy.array([t.dep_ in ("p", "punct") for t in gold])
         for a, b in spans:
-            cands = parser._span_kbest(parser.system, atoms[a:b], allow_break, k, width)
-            trees, scores = rr.rescored(words[a:b], tags[a:b], atoms[a:b], allow_break, cands, k, width)
-            ref = numpy.where(gh[a:b] >= 0, gh[a:b] - a, -1)
-            errors = [int(((h != ref) & ~punct[a:b]).sum()) for h, _ in trees]
-            out.append({"n_forward": len(cands), "scores": scores, "errors": numpy.array(errors),
-                        "words": int((~punct[a:b]).sum())})
-    return out
+            yield (doc, atoms, allow_break, words, tags, a, b, numpy.where(gh[a:b] >= 0, gh[a:b] - a, -1),
+                   punct[a:b])
 
 
 def _rescored_errors(lists: List[Dict[str, Any]], union: bool, weights: Sequence[float]) -> int:
@@ -1244,6 +1255,18 @@ def _rescored_errors(lists: List[Dict[str, Any]], union: bool, weights: Sequence
             sc = sent["scores"][:n] @ w
         total += int(sent["errors"][int(numpy.argmax(numpy.where(numpy.isnan(sc), -numpy.inf, sc)))])
     return total
+
+
+def _alternated(run, base, chosen, rounds: int):
+    """`run("test", base)` and `run("test", chosen)` alternated `rounds` times, so that a change
+    of load hits both sides alike: (base scores, chosen scores, base's best seconds, chosen's
+    best seconds, the (base, chosen) seconds of each round)."""
+    timings = []
+    for _ in range(rounds):
+        base_sc, base_s = run("test", base)
+        sc, s = run("test", chosen)
+        timings.append((base_s, s))
+    return base_sc, sc, min(b for b, _ in timings), min(c for _, c in timings), timings
 
 
 def bidirectional_stage(paths: Dict[str, str], work: Path, overrides: List[str], results: Path,
@@ -1315,13 +1338,7 @@ def bidirectional_stage(paths: Dict[str, str], work: Path, overrides: List[str],
             lam, g = min(grid, key=lambda x: (dev_errors[f"{x[0]} {x[1]}"], x[1], x[0]))
             chosen = {**block, "reverse": lam, "graph": g, "union": union}
             dev_sc = run("dev", chosen)[0]
-            timings = []
-            for _ in range(rounds):   # alternate, so a change of load hits both sides alike
-                base_sc, base_s = run("test", None)
-                bi_sc, bi_s = run("test", chosen)
-                timings.append((base_s, bi_s))
-            base_s = min(b for b, _ in timings)
-            bi_s = min(r for _, r in timings)
+            base_sc, bi_sc, base_s, bi_s, timings = _alternated(run, None, chosen, rounds)
             setting = (f"bidirectional{' + graph' if graph else ''} k={block['k']}{', union' if union else ''}, "
                        f"in the pipeline (beam {parser.cfg['beam_width']} widened to "
                        f"{max(block['k'], parser.cfg['beam_width'])})")
@@ -1364,31 +1381,18 @@ def _tag_variant_lists(nlp, gold_docs, weights: Sequence[float]) -> List[Dict[st
     k = rr.block["k"]
     width = max(k, parser.cfg["beam_width"])
     w = numpy.asarray(weights, dtype=numpy.float64)
-    docs = C.unannotated_copies(gold_docs, nlp.vocab)
-    with nlp.select_pipes(enable=["tagger"]):
-        docs = list(nlp.pipe(docs, batch_size=1000))
     out = []
-    for doc, gold in zip(docs, gold_docs):
-        if not len(doc):
-            continue
-        atoms = parser.model.atoms(doc, parser.name)
-        spans, allow_break = parser._spans(doc)
-        words, tags = doc.to_array("LOWER"), doc.to_array("TAG")
+    for doc, atoms, allow_break, words, tags, a, b, ref, punct in _tagged_spans(nlp, gold_docs):
         alternatives = rr.tag_alternatives(doc, tags)
-        gh = numpy.array([t.head.i if t.head.i != t.i else -1 for t in gold])
-        punct = numpy.array([t.dep_ in ("p", "punct") for t in gold])
-        for a, b in spans:
-            ref = numpy.where(gh[a:b] >= 0, gh[a:b] - a, -1)
-            variants = []
-            for vtags, vatoms, cost, rank in rr.tag_variants(tags[a:b], atoms[a:b], alternatives, a, max(TAG_FLIPS)):
-                cands = parser._span_kbest(parser.system, vatoms, allow_break, k, width)
-                trees, scores = rr.rescored(words[a:b], vtags, vatoms, allow_break, cands, k, width)
-                with numpy.errstate(invalid="ignore"):
-                    total = scores @ w
-                variants.append({"total": numpy.where(numpy.isnan(total), -numpy.inf, total), "cost": cost,
-                                 "rank": rank,
-                                 "errors": numpy.array([int(((h != ref) & ~punct[a:b]).sum()) for h, _ in trees])})
-            out.append({"variants": variants, "words": int((~punct[a:b]).sum())})
+        variants = []
+        for vtags, vatoms, cost, rank in rr.tag_variants(tags[a:b], atoms[a:b], alternatives, a, max(TAG_FLIPS)):
+            cands = parser._span_kbest(parser.system, vatoms, allow_break, k, width)
+            trees, scores = rr.rescored(words[a:b], vtags, vatoms, allow_break, cands, k, width)
+            with numpy.errstate(invalid="ignore"):
+                total = scores @ w
+            variants.append({"total": numpy.where(numpy.isnan(total), -numpy.inf, total), "cost": cost,
+                             "rank": rank, "errors": numpy.array([int(((h != ref) & ~punct).sum()) for h, _ in trees])})
+        out.append({"variants": variants, "words": int((~punct).sum())})
     return out
 
 
@@ -1468,13 +1472,7 @@ def tag_flips_stage(paths: Dict[str, str], work: Path, overrides: List[str], res
     parser.configure_reranker(tag_flips=f, tag_weight=w)
     base_dev = run("dev", False)[0]
     dev_sc = run("dev", True)[0]
-    timings = []
-    for _ in range(rounds):
-        base_sc, base_s = run("test", False)
-        sc, s_ = run("test", True)
-        timings.append((base_s, s_))
-    base_s = min(b for b, _ in timings)
-    flips_s = min(r for _, r in timings)
+    base_sc, sc, base_s, flips_s, timings = _alternated(run, False, True, rounds)
     setting = (f"bidirectional + graph k={k}, union, tag flips, in the pipeline (beam {parser.cfg['beam_width']} "
                f"widened to {max(k, parser.cfg['beam_width'])})")
     print(f"  {setting}: dev {dev_sc['dep_uas']:.4f}, test {sc['dep_uas']:.4f} / {sc['dep_las']:.4f}", flush=True)
