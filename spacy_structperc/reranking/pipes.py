@@ -14,6 +14,9 @@ With learner "none" it rescores instead: a right-to-left model (``reverse`` > 0)
 second-order graph model (``graph`` > 0), each trained beside the parser, score every candidate
 (with ``union``, the reversed model's own k best join the list), and the tree with the best
 forward score + reverse x reversed score + graph x graph score wins (``rescored``, ``choose``).
+With ``tag_flips`` > 0 each span is also parsed with each of its least certain tokens given the
+tagger's runner-up tag (``tag_variants``), those trees paying ``tag_weight`` x the token's
+margin, and the best tree over all variants wins (``rescored_choice``).
 """
 import copy
 import hashlib
@@ -416,11 +419,16 @@ class ParserReranker:
         """The weights of `rescored`'s columns: 1, reverse, graph."""
         return numpy.array([1.0, self.reverse, self.graph])
 
-    def choose(self, trees, scores: numpy.ndarray) -> Tuple[numpy.ndarray, numpy.ndarray]:
-        """The tree of `rescored` with the best weighted sum of its scores."""
+    def totals(self, scores: numpy.ndarray) -> numpy.ndarray:
+        """The weighted sums of `rescored`'s scores (-inf for a tree a weighted model cannot
+        score)."""
         with numpy.errstate(invalid="ignore"):   # 0 x -inf: a tree one model cannot score
             total = scores @ self.rescoring_weights()
-        return trees[int(numpy.argmax(numpy.where(numpy.isnan(total), -numpy.inf, total)))]
+        return numpy.where(numpy.isnan(total), -numpy.inf, total)
+
+    def choose(self, trees, scores: numpy.ndarray) -> Tuple[numpy.ndarray, numpy.ndarray]:
+        """The tree of `rescored` with the best weighted sum of its scores."""
+        return trees[int(numpy.argmax(self.totals(scores)))]
 
     def rescored_choice(self, doc, atoms, spans, allow_break) -> List[Tuple[numpy.ndarray, numpy.ndarray]]:
         """Per span, the tree with the best weighted sum of `rescored`'s scores, over the doc's
@@ -439,9 +447,7 @@ class ParserReranker:
             for span_tags, span_atoms, cost, _ in self.tag_variants(tags[a:b], atoms[a:b], alternatives, a):
                 cands = parser._span_kbest(parser.system, span_atoms, allow_break, k, width)
                 trees, scores = self.rescored(words[a:b], span_tags, span_atoms, allow_break, cands, k, width)
-                with numpy.errstate(invalid="ignore"):   # 0 x -inf: a tree one model cannot score
-                    total = scores @ self.rescoring_weights() - self.block["tag_weight"] * cost
-                total = numpy.where(numpy.isnan(total), -numpy.inf, total)
+                total = self.totals(scores) - self.block["tag_weight"] * cost
                 j = int(numpy.argmax(total))
                 if chosen is None or total[j] > best:
                     best, chosen = total[j], trees[j]
