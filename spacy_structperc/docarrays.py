@@ -31,6 +31,10 @@ from thinc.types import Ints2d
 
 from .errors import Errors
 
+# doc.user_data key of the runner-up tags a structperc_tagger with `alternatives` writes and a
+# structperc_parser's reranker with `tag_flips` reads (StructuredTagger.alternatives)
+TAG_ALTERNATIVES = "structperc_tag_alternatives"
+
 Attrs = Union[int, str, Sequence[Union[int, str]]]
 
 

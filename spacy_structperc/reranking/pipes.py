@@ -27,6 +27,7 @@ import numpy
 import srsly
 
 from .._core import beam
+from ..docarrays import TAG_ALTERNATIVES
 from ..errors import Errors
 from .features import FEATURES_VERSION, TreeFeatures, node_labels
 from .graph import GraphScorer
@@ -460,8 +461,6 @@ class ParserReranker:
         `alternatives` (its doc.user_data entry), with no alternative (0, inf) where the doc's
         tag is no longer the one the tagger wrote; None when the doc has no such entry for its
         tokens (the tags are then parsed as they are)."""
-        from ..tagger.component import TAG_ALTERNATIVES
-
         entry = doc.user_data.get(TAG_ALTERNATIVES)
         n = len(doc)
         if not isinstance(entry, dict) or any(len(entry.get(x, ())) != n for x in ("tags", "second", "margin")):

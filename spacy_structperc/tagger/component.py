@@ -15,14 +15,13 @@ from spacy.vocab import Vocab
 
 from .._core.atoms import AtomTable
 from .. import docarrays
+from ..docarrays import TAG_ALTERNATIVES
 from ..errors import Errors
 from ..atoms import AtomBatch
 from ..model import PerceptronModel
 from ..pipeline.sequence import SequenceLabeller, _choice, batch_arrays
 
 ATTRS = {"tag": TAG, "pos": POS}
-# doc.user_data key of the runner-up tags a tagger with `alternatives` writes (see alternatives)
-TAG_ALTERNATIVES = "structperc_tag_alternatives"
 
 
 class StructuredTagger(SequenceLabeller):

@@ -10,7 +10,7 @@ import pytest
 import spacy
 from spacy.tokens import Doc
 
-from spacy_structperc.tagger.component import TAG_ALTERNATIVES
+from spacy_structperc.docarrays import TAG_ALTERNATIVES
 
 from test_parser import TRAIN_DATA, train
 from test_parser_graph import GRAPH_BLOCK, TAGSET, VOCAB

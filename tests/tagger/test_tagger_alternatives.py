@@ -5,7 +5,7 @@ import pytest
 import spacy
 from spacy.tokens import Doc
 
-from spacy_structperc.tagger.component import TAG_ALTERNATIVES
+from spacy_structperc.docarrays import TAG_ALTERNATIVES
 
 from test_tagger import TEST_TEXTS, make_nlp, train
 
