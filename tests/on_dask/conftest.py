@@ -4,7 +4,9 @@ from pathlib import Path
 
 import pytest
 
-distributed = pytest.importorskip("distributed", reason="the [dask] extra is not installed")
+from conftest import require_module
+
+distributed = require_module("distributed", extra="dask")   # also in [test]: fails under CI if missing
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -8,7 +8,9 @@ from pathlib import Path
 import numpy
 import pytest
 
-hypothesis = pytest.importorskip("hypothesis")
+from conftest import require_module
+
+hypothesis = require_module("hypothesis")   # in the [test] extra: fails under CI if missing
 from hypothesis import assume, given, strategies as st  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "core"))
