@@ -1,10 +1,16 @@
-"""`annotate`: a corpus through a saved pipeline, in Dask partitions, resumable and lossless.
+r"""`annotate`: a corpus through a saved pipeline, in Dask partitions, resumable and lossless.
 
-Inputs are .txt files (a record per non-blank line), .jsonl files (a record per line: an object
-with a "text" field; other fields travel in `doc.user_data["meta"]`) or .spacy DocBins (a record
-per Doc), given as a file, a folder or a glob, local or any fsspec URL. The driver cuts each file
-into partitions of `partition_size` records (text by byte offsets found in one scan, so a worker
-seeks to its partition) and each partition becomes
+Inputs are .txt files (a record per non-blank line), .jsonl files (a record per non-blank line:
+an object with a "text" field; other fields travel in `doc.user_data["meta"]`) or .spacy DocBins
+(a record per Doc), given as a file, a folder or a glob, local or any fsspec URL. A line of a
+.txt or .jsonl file ends at "\n" and nowhere else: one "\r" before it is dropped (Windows line
+ends), and a bare "\r", "\u2028" or any other Unicode line separator stays inside the record's
+text; a line of whitespace only is not a record; a UTF-8 byte-order mark at the start of the
+file is not part of the first record. Line numbers (`line` in the identity) count "\n" from 1.
+The driver's plan and the workers read records through the same splitter (`text_records`), so
+they always agree on what a record is. The driver cuts each file into partitions of
+`partition_size` records (text by byte offsets found in one scan, so a worker seeks to its
+partition) and each partition becomes
 
     part-FFFFF-SSSSSSSSSS.spacy           the annotated Docs (user_data: source, line, id, meta)
     part-FFFFF-SSSSSSSSSS.errors.jsonl    the records that could not be annotated, with the reason
@@ -14,11 +20,12 @@ written to a temporary name and moved into place, the .spacy last: a partition i
 its .spacy exists, and a half-written one never does. A re-run skips finished partitions. Every
 input record is in exactly one .spacy or one errors file.
 """
+import io
 import json
 import os
 import time
 import uuid
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from ..errors import Errors
 from ._docbin import add_docs, docbin_bytes, get_docs, set_user_data
@@ -67,25 +74,48 @@ def plan_partitions(paths: List[str], partition_size: int) -> List[Dict[str, Any
                               "start": start, "stop": min(n, start + partition_size)})
             continue
         # One scan: the byte offset and line number where every partition starts.
-        n_records, offset, line_no = 0, 0, 0
+        n_records = 0
         part: Optional[Dict[str, Any]] = None
         with fsspec.open(path, "rb") as fh:
-            for line in fh:
-                line_no += 1
-                if line.strip():
-                    if part is None or part["n"] == partition_size:
-                        if part is not None:
-                            part["end"] = offset
-                            parts.append(part)
-                        part = {"id": f"part-{f_idx:05d}-{n_records:010d}", "path": path, "kind": kind,
-                                "offset": offset, "first_line": line_no, "n": 0}
-                    part["n"] += 1
-                    n_records += 1
-                offset += len(line)
+            for line_no, start, end, _ in text_records(fh):
+                if part is None or part["n"] == partition_size:
+                    if part is not None:
+                        parts.append(part)
+                    part = {"id": f"part-{f_idx:05d}-{n_records:010d}", "path": path, "kind": kind,
+                            "offset": start, "first_line": line_no, "n": 0}
+                part["n"] += 1
+                part["end"] = end
+                n_records += 1
         if part is not None:
-            part["end"] = offset
             parts.append(part)
     return parts
+
+
+BOM = b"\xef\xbb\xbf"
+
+
+def text_records(lines: Iterable[bytes], first_line: int = 1, offset: int = 0
+                 ) -> Iterator[Tuple[int, int, int, bytes]]:
+    """The records of a .txt or .jsonl input: (line number, start byte, end byte, record bytes)
+    for each non-blank line of `lines` (a binary file object, or its lines split at b"\\n" with
+    the b"\\n" kept: what iterating a binary file gives). `first_line` and `offset` are the line
+    number and byte offset of the first line (a partition's, when a worker reads one).
+
+    The one definition of a record, for the driver's plan and the workers alike: a line ends at
+    b"\\n" only; its b"\\n" and one b"\\r" before it are not part of the record; a bare b"\\r" and
+    every other line separator (U+2028, U+0085, form feed...) is; a line of ASCII whitespace
+    only is not a record; a UTF-8 byte-order mark at byte 0 is dropped. The record bytes are
+    not decoded (the worker does that, and reports bytes that are not UTF-8)."""
+    for line_no, line in enumerate(lines, first_line):
+        start = offset
+        offset += len(line)
+        record = line[:-1] if line.endswith(b"\n") else line
+        if record.endswith(b"\r"):
+            record = record[:-1]
+        if start == 0 and record.startswith(BOM):
+            record = record[len(BOM):]
+        if record.strip():
+            yield line_no, start, offset, record
 
 
 # The task a worker runs ------------------------------------------------------------------------
@@ -134,9 +164,7 @@ def _records(part: Dict[str, Any], nlp) -> Iterator[Tuple[Dict[str, Any], Any, O
     with fsspec.open(path, "rb") as fh:
         fh.seek(part["offset"])
         data = fh.read(part["end"] - part["offset"])
-    for line_no, raw in enumerate(data.splitlines(), start=part["first_line"]):
-        if not raw.strip():
-            continue
+    for line_no, _, _, raw in text_records(io.BytesIO(data), part["first_line"], part["offset"]):
         ident: Dict[str, Any] = {"source": path, "line": line_no}
         try:
             line = raw.decode("utf8")
@@ -144,7 +172,7 @@ def _records(part: Dict[str, Any], nlp) -> Iterator[Tuple[Dict[str, Any], Any, O
             yield ident, None, f"not UTF-8 ({e})"
             continue
         if part["kind"] == "text":
-            yield ident, line.rstrip("\r\n"), None
+            yield ident, line, None
             continue
         try:
             record = json.loads(line)
