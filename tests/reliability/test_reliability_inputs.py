@@ -36,13 +36,37 @@ def test_invalid_iob_in_ner_gold_raises_a_coded_error_naming_the_example():
         ner.update([eg])
 
 
-def test_iob_continuing_a_missing_annotation_is_accepted():
+def _mr_smith_went(vocab, iob, types):
+    """A reference Doc set through from_array: Doc(ents=...) would turn an I after a missing
+    token into a B, so only this way does the gold hold I-PER after a missing annotation."""
+    doc = Doc(vocab, words=["Mr", "Smith", "went"])
+    hashes = [vocab.strings.add(t) if t else 0 for t in types]
+    doc.from_array([ENT_IOB, ENT_TYPE], numpy.array([iob, hashes], dtype=numpy.uint64).T)
+    return doc
+
+
+def _train_mr_smith(iob, types, epochs=3):
     nlp = spacy.blank("en")
     ner = nlp.add_pipe("structperc_ner", config={"reset_every": 0})
-    ref = Doc(nlp.vocab, words=["Mr", "Smith", "went"], ents=["", "I-PER", "O"])
-    eg = Example(Doc(nlp.vocab, words=["Mr", "Smith", "went"]), ref)
+    eg = Example(Doc(nlp.vocab, words=["Mr", "Smith", "went"]), _mr_smith_went(nlp.vocab, iob, types))
     ner.initialize(lambda: [eg], labels=["PER"])
-    ner.update([eg])
+    losses = [ner.update([eg])["structperc_ner"] for _ in range(epochs)]
+    doc = nlp(Doc(nlp.vocab, words=["Mr", "Smith", "went"]))
+    return losses, [(e.start, e.end, e.label_) for e in doc.ents], ner.to_bytes()
+
+
+def test_iob_continuing_a_missing_annotation_is_accepted():
+    """Gold (missing, I-PER, O): 'Mr' is unannotated, and 'Smith' continues an entity, so the only
+    reading of the gold is B-PER I-PER O. The missing token is left to the constrained decoder
+    (not learned as O, not counted as an error): the model learns exactly what the complete
+    annotation (B-PER, I-PER, O) teaches, byte for byte, and finds 'Mr Smith' as one PER."""
+    missing, ents, model = _train_mr_smith([0, 1, 2], ["", "PER", ""])
+    complete, ents_complete, model_complete = _train_mr_smith([3, 1, 2], ["PER", "PER", ""])
+    assert ents == ents_complete == [(0, 2, "PER")]
+    assert model == model_complete
+    # First pass, all O predicted: the complete gold counts 'Mr' and 'Smith' wrong, the partial
+    # one only 'Smith'; both are learned by the second pass.
+    assert complete[0] == 2 and missing[0] == 1 and missing[-1] == complete[-1] == 0
 
 
 @pytest.mark.parametrize("name", sorted(READERS))
