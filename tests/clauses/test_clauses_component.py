@@ -178,11 +178,32 @@ def test_doc_without_tags_raises_naming_the_pipe(trained):
         trained(Doc(trained.vocab, words=["He", "left"]))
 
 
-def test_docs_without_chunks_still_get_clauses(trained):
-    w, t, _, _ = TRAIN_DATA[2]
-    doc = trained(Doc(trained.vocab, words=w, tags=t))
-    spans = clauses_of(doc)
-    assert all(0 <= s < e <= len(w) for s, e in spans)
+# The maximal MD / VB* / TO runs of TRAIN_DATA's tags (not its VP chunks: "want to go" is one
+# run, "left was" too).
+VERB_RUNS = [[(1, 2), (5, 7)], [(3, 5)], [(1, 4)], [(1, 2), (5, 6)]]
+
+
+def test_docs_without_chunks_still_get_clauses():
+    """Without doc.spans["chunks"] the verb groups come from the tags (maximal MD / VB* / TO
+    runs) and the chunk features stay silent: the pattern elements are those of VP chunks over
+    the hand-listed runs, and trained and run on such Docs the identifier still overfits the
+    four sentences to their hand-annotated clauses, as with chunks."""
+    nlp = make_nlp()
+    read = nlp.get_pipe("structperc_clauses")._atoms
+    for (w, t, _, _), runs in zip(TRAIN_DATA, VERB_RUNS):
+        atoms, elements, is_vp = read(Doc(nlp.vocab, words=w, tags=t))
+        as_chunks, chunk_elements, chunk_is_vp = read(input_doc(nlp.vocab, w, t, [(a, b, "VP") for a, b in runs]))
+        assert is_vp.nonzero()[0].tolist() == [a for a, _ in runs]
+        assert elements.tolist() == chunk_elements.tolist() and is_vp.tolist() == chunk_is_vp.tolist()
+        assert not atoms[:, 3].any() and as_chunks[:, 3].all()
+    egs = [Example(Doc(nlp.vocab, words=w, tags=t), gold_doc(nlp.vocab, w, t, [], cl)) for w, t, _, cl in TRAIN_DATA]
+    for eg in egs:
+        del eg.reference.spans["chunks"]
+    nlp.initialize(lambda: egs)
+    for _ in range(30):
+        nlp.update(egs)
+    found = [clauses_of(nlp(Doc(nlp.vocab, words=w, tags=t))) for w, t, _, _ in TRAIN_DATA]
+    assert found == EXPECTED
 
 
 def test_empty_one_token_and_very_long_docs():
