@@ -5,7 +5,17 @@ component, features and (where it has its own) model; reranking/ is the parser's
 k-best reranker; pipeline/ what the components share; _core/ the Cython core, which knows
 nothing of spaCy. Importing the package registers every factory and registered function.
 """
+from importlib import import_module
+
 from .about import __version__
+from .errors import Errors
+
+try:   # the compiled core, which every component needs: a clear message when it was never built
+    import_module(f"{__name__}._core.templates")
+except ModuleNotFoundError as _err:
+    if not (_err.name or "").startswith(__name__ + "._core"):
+        raise
+    raise ImportError(Errors.S050.format(module=_err.name)) from _err
 from . import documents as _documents  # noqa: F401  (registers the documents corpus)
 from . import readers as _readers  # noqa: F401  (registers the corpus readers)
 from . import scorers as _scorers  # noqa: F401  (registers the chunk scorer)

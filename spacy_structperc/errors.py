@@ -60,6 +60,11 @@ class Errors(metaclass=ErrorsWithCodes):
     S040 = "Synthetic data: {setting} must be {requirement}; got {value!r}."
     S041 = ("Synthetic data: to_arrays needs sequences of one length to stack them; got lengths "
             "{lengths}. Generate them with one `length`, or use the sequences one by one.")
+    # S050-S059: installation.
+    S050 = ("spacy-structperc's compiled core ({module}) is missing: this checkout was never built, "
+            "or was built for another Python. Build it from the repository root with "
+            "`python -m pip install -e .` (or `python setup.py build_ext --inplace`); a C compiler "
+            "and the Python headers are needed.")
     # S100-S119: structperc_parser.
     S100 = ("The gold parse of a training example for component '{name}' has a cycle (tokens "
             "{tokens}: {words}). A dependency tree must lead from every token to a root; fix the "
@@ -94,6 +99,14 @@ class Errors(metaclass=ErrorsWithCodes):
             "the component, or load and re-save it with the release that wrote it.")
     S127 = ("Component '{name}' has weights beyond the range of precision '{precision}' "
             "({reason}). Set the model's precision to \"int8\" or \"float32\" in [components.{name}.model].")
+    S128 = ("The saved {what} of component '{name}' is empty (0 bytes). spacy-structperc never "
+            "writes an empty file or entry (a component that learned nothing still saves its "
+            "header and checksum), so this is a copy cut short, a failed download or a disk "
+            "error. Restore it from a good copy or retrain; the component was left as it was.")
+    S129 = ("The saved data of component '{name}' has no '{key}' entry, so loading it would keep "
+            "this component's current {key} under the saved others. Restore the data from a good "
+            "copy (to_bytes writes every entry), or pass exclude=[\"{key}\"] to load the rest on "
+            "purpose; the component was left as it was.")
 
     # S200-S239: structperc_clauses (FR-Perceptron clause identifier, CoNLL-2001 reader, UD rule).
     S200 = ("{path}, line {line}: expected 'word POS [chunk ...] clause' (at least two "
@@ -154,6 +167,11 @@ class Errors(metaclass=ErrorsWithCodes):
             "with the new setting instead.")
     S253 = ("Component '{name}': the reranker has no trained {model} model, so {setting} must "
             "stay 0 (it was 0 when the parser was trained). Retrain with {setting} > 0 for one.")
+    S254 = ("The reranker {what} of component '{name}' is empty (0 bytes). A reranker that is not "
+            "fitted is saved as an explicit, checksummed empty record, never as nothing, so this "
+            "is a copy cut short or a disk error (or a file of an earlier release saved before "
+            "the reranker was ever fitted: re-save it with the release that wrote it). Restore "
+            "it from a good copy or retrain; the component was left as it was.")
 
     # S280-S299: the dual-form kernel perceptron (_core/kernel).
     S280 = ("Could not load the kernel perceptron: {reason}. The bytes are damaged or were not "
@@ -214,6 +232,22 @@ class Errors(metaclass=ErrorsWithCodes):
     S349 = ("The output folder '{output}' holds partitions of a different annotate run ({field}: "
             "{found!r}, now {expected!r}). Resume with the same inputs and --partition-size, or "
             "write to a new folder.")
+    # S350-S369: Dask clusters and faults.
+    S350 = ("`{command}` could not start its local Dask cluster of {n_workers} worker process(es) "
+            "in {attempts} attempt(s): {reason}. Check the machine's memory and process limits, "
+            "or pass --workers with fewer workers.")
+    S351 = ("`{command}` found no Dask worker on {cluster} within {timeout:.0f} s. Start workers "
+            "for the scheduler, or raise --worker-timeout.")
+    S352 = ("train-distributed stopped in epoch {epoch}: {reason}. The mix of the last completed "
+            "epoch ({done}) is saved in '{checkpoint}'; run the same command again with --resume "
+            "to continue from it (the model is the one an undisturbed run makes).")
+    S353 = ("train-distributed cannot resume from '{checkpoint}': {reason}. Resume with the "
+            "config, overrides, --shards and --mixing of the stopped run, or start a new run "
+            "without --resume.")
+    S354 = ("train-distributed on a cluster given by address (--scheduler) needs --shards N: the "
+            "number of shards decides the model, so it cannot be the number of workers that "
+            "happen to be connected at the start.")
+    S355 = ("train-distributed needs a positive whole number of shards; got {value!r}.")
 
     # S310-S319: saved-pipeline integrity (the settings file of a component).
     S310 = ("The settings file (cfg) of component '{name}' is damaged: its checksum does not match "

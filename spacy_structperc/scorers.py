@@ -118,15 +118,18 @@ def score_chunks(examples: Iterable[Example], *, spans_key: str = "chunks",
     which cuts names at 13 characters), counted as conlleval counts, and the same under spaCy's
     span-scorer names spans_{key}_p/r/f/per_type, which `spacy evaluate --spans-key` reads.
 
-    Examples whose reference has no `spans_key` group are unannotated and skipped. Predicted
+    Examples whose reference has no `spans_key` group are unannotated and skipped; when no
+    example is annotated, every score is None (absent), not 0.0. Predicted
     chunks are mapped onto the reference tokens when the tokenizations differ; a chunk that does
     not align counts as found but wrong.
     """
     counts = ChunkCounts()
     prefix = f"spans_{spans_key}"
+    annotated = False
     for eg in examples:
         if spans_key not in eg.reference.spans:
             continue
+        annotated = True
         gold = _chunks_of(eg.reference.spans[spans_key])
         pred_spans = list(eg.predicted.spans.get(spans_key, []))
         if _same_tokens(eg):
@@ -138,6 +141,10 @@ def score_chunks(examples: Iterable[Example], *, spans_key: str = "chunks",
                 # A chunk that maps onto no reference tokens is found, and wrong.
                 predicted += _chunks_of(aligned) if aligned else [(-1 - i, -1, span.label_)]
         counts.add(gold, predicted)
+    if not annotated:
+        # Nothing to score against: absent (None), as spaCy's scorers report it, never 0.0;
+        # `spacy train` leaves None out of its weighted score and `spacy evaluate` prints "-".
+        return {f"{p}_{s}": None for p in (spans_key, prefix) for s in ("p", "r", "f", "per_type")}
     return {**counts.scores(spans_key), **counts.scores(prefix)}
 
 
