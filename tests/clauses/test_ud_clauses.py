@@ -2,7 +2,7 @@
 import pytest
 import spacy
 
-from spacy_structperc.clauses.ud import conllu_clause_docs, read_conllu_sentences, ud_clauses
+from spacy_structperc.clauses.ud import WH_TAGS, conllu_clause_docs, read_conllu_sentences, ud_clauses
 
 # word/UPOS/XPOS/head (1-based, 0 root)/relation, from en_ewt-ud-dev.conllu (r2.16)
 EWT = {
@@ -109,12 +109,58 @@ def test_bad_conllu_raises_coded_errors_naming_file_and_line(tmp_path, mutate, c
     assert str(err.value).startswith(f"[{code}]") and f"line {line}" in str(err.value)
 
 
+def _dominates(heads, h, i):
+    while i != h and heads[i] != i:
+        i = heads[i]
+    return i == h
+
+
+def _marked_subordinate_clauses(doc):
+    """Brute force, from the tree alone: the subordinate clauses (advcl, ccomp, csubj, acl:relcl
+    heads with a subject and no conjoined clause) whose first word is a one-word mark or
+    wh-word; each should give the PTB's SBAR over S: (first word .. end) and (next word .. end),
+    ends and the S's start without punctuation or coordinators."""
+    edge = ("punct", "cc")
+    heads = [t.head.i for t in doc]
+    out = []
+    for t in doc:
+        if not (t.dep_.split(":")[0] in ("advcl", "ccomp", "csubj") or t.dep_ == "acl:relcl"):
+            continue
+        kids = [k.dep_.split(":")[0] for k in t.children]
+        if not any(k in ("nsubj", "csubj", "expl") for k in kids) or "conj" in kids:
+            continue
+        # The subtree from the heads (token.left_edge / right_edge miss non-projective arcs).
+        subtree = [i for i in range(len(doc)) if _dominates(heads, t.i, i)]
+        a, b = subtree[0], subtree[-1] + 1
+        while a < b and doc[a].dep_ in edge:
+            a += 1
+        while b > a and doc[b - 1].dep_ in edge:
+            b -= 1
+        lead = doc[a]
+        if lead.head.i != t.i or list(lead.children) or not (lead.dep_ == "mark" or lead.tag_ in WH_TAGS):
+            continue
+        inner = a + 1
+        while inner < b and doc[inner].dep_ in edge:
+            inner += 1
+        out.append(((a, b), (inner, b)))
+    return out
+
+
 def test_ewt_derived_clauses_are_well_formed(data_dir):
     path = data_dir / "ud_en_ewt" / "en_ewt-ud-dev.conllu"
     docs = conllu_clause_docs(spacy.blank("en").vocab, path, limit=300)
-    n = 0
+    n = n_sbar = 0
     for doc in docs:
         spans = [(s.start, s.end) for s in doc.spans["clauses"]]
         assert not any(a < c < b < d for a, b in spans for c, d in spans)
         n += len(spans)
+        # A verbal root makes the whole sentence a clause.
+        root = [t for t in doc if t.dep_ == "ROOT"]
+        if root and root[0].pos_ == "VERB":
+            assert (0, len(doc)) in spans, doc.text
+        # Every marked subordinate clause the brute force finds has its SBAR and its S.
+        for sbar, clause in _marked_subordinate_clauses(doc):
+            assert sbar in spans and clause in spans, (doc.text, doc[sbar[0]:sbar[1]].text, spans)
+            n_sbar += 1
     assert 1.5 < n / len(docs) < 4   # PTB sentences have ~3 clauses; EWT's are shorter
+    assert n_sbar >= 100             # 125 in these 300 sentences (r2.16)
