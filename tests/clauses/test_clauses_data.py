@@ -9,9 +9,12 @@ import spacy_structperc  # noqa: F401
 from spacy_structperc.clauses.conll2001 import conll2001_docs, input_copy
 from tests.conftest import resolve_data_dir
 
-# Measured: 3 epochs on the first 1,500 training sentences, dev F1 0.781 (primal, FR). The floor
-# leaves room for noise and catches a broken search, feature or feedback rule.
-F1_FLOOR = 0.72
+# Measured: 3 epochs on the first 1,500 training sentences (shuffled with a seeded Random, so
+# the run is deterministic: 0.78125 on two runs), dev F1 0.7813 (primal, FR). Floor 1.5 points
+# below, as for the other components' short runs: it catches a broken search, feature or
+# feedback rule (without the conjunction templates the run scores 0.7614, which the old floor
+# of 0.72 let pass).
+F1_FLOOR = 0.766
 
 
 @pytest.mark.slow
