@@ -3,7 +3,7 @@
 Commands:
   train-distributed CONFIG --output DIR [--scheduler ADDRESS] [--workers N] [--shards N]
                     [--mixing uniform|mistakes] [--shard-dir URL] [--epochs N] [--eval-every N]
-                    [--paths.train X ...]
+                    [--resume] [--worker-timeout S] [--paths.train X ...]
   annotate PIPELINE INPUT OUTPUT [--scheduler ADDRESS] [--workers N] [--partition-size N] [--jsonl]
 
 Both need the Dask extra: pip install 'spacy-structperc[dask]'.
@@ -29,18 +29,26 @@ def _train(args, extra: List[str]) -> int:
     from .distributed._dask import dask_client, require_dask
     from .distributed.train import train_distributed
 
+    from .errors import Errors
+
     overrides = parse_config_overrides(extra)
+    if args.shards is not None and args.shards < 1:
+        raise ValueError(Errors.S355.format(value=args.shards))
     if args.simulate:
         train_distributed(args.config, args.output, overrides=overrides, n_shards=args.shards or 1,
                           mixing=args.mixing, shard_dir=args.shard_dir, epochs=args.epochs, simulate=True,
-                          eval_every=args.eval_every)
+                          eval_every=args.eval_every, resume=args.resume)
         return 0
     require_dask("train-distributed")
     worker_nice = None if args.worker_nice == "auto" else _int_setting("--worker-nice", args.worker_nice)
-    with dask_client("train-distributed", args.scheduler, args.workers) as client:
+    if args.scheduler and args.shards is None and not args.resume:
+        raise ValueError(Errors.S354)
+    with dask_client("train-distributed", args.scheduler, args.workers, args.worker_timeout) as client:
         train_distributed(args.config, args.output, overrides=overrides, client=client,
                           n_shards=args.shards, mixing=args.mixing, shard_dir=args.shard_dir,
-                          epochs=args.epochs, eval_every=args.eval_every, worker_nice=worker_nice)
+                          epochs=args.epochs, eval_every=args.eval_every, worker_nice=worker_nice,
+                          resume=args.resume, worker_timeout=args.worker_timeout,
+                          startup_seconds=client.structperc_startup_seconds)
     return 0
 
 
@@ -51,6 +59,7 @@ def _annotate(args, extra: List[str]) -> int:
     if extra:
         raise SystemExit(f"annotate: unknown arguments {extra}")
     with dask_client("annotate", args.scheduler, args.workers) as client:
+        print(f"Cluster start-up {client.structperc_startup_seconds:.1f} s", flush=True)
         summary = annotate(args.pipeline, args.input, args.output, client=client,
                            partition_size=args.partition_size, jsonl=args.jsonl,
                            batch_size=args.batch_size, progress=not args.no_progress)
@@ -68,7 +77,14 @@ def main(argv: Optional[List[str]] = None) -> int:
     t.add_argument("--output", "-o", required=True)
     t.add_argument("--scheduler", default=None, help="address of a Dask scheduler (default: a LocalCluster)")
     t.add_argument("--workers", type=int, default=None, help="LocalCluster worker processes (default: cores)")
-    t.add_argument("--shards", type=int, default=None, help="training shards (default: one per worker)")
+    t.add_argument("--shards", type=int, default=None,
+                   help="training shards, which decide the model (default: --workers, i.e. the LocalCluster's "
+                        "configured worker count, one per core unless given; needed with --scheduler)")
+    t.add_argument("--resume", action="store_true",
+                   help="continue a run that stopped with S352 from OUTPUT/checkpoint (same config and options)")
+    t.add_argument("--worker-timeout", type=float, default=120.0,
+                   help="seconds to wait for a Dask worker when none is there (at the start, or after "
+                        "losing all of them) before stopping with a coded error (default: 120)")
     t.add_argument("--mixing", default="uniform", help="uniform | mistakes")
     t.add_argument("--shard-dir", default=None, help="where workers read shards (folder or fsspec URL)")
     t.add_argument("--epochs", type=int, default=None, help="default: [training] max_epochs")

@@ -134,7 +134,8 @@ class Errors(metaclass=ErrorsWithCodes):
     S240 = ("Unknown reranking learner '{learner}'. Set the reranker block's learner to one of "
             "{options}.")
     S241 = ("The '{learner}' reranker needs scikit-learn and scipy, which are not installed. "
-            "Install them with `pip install spacy-structperc[rerank]`, or choose the learner "
+            "Install them with `pip install scikit-learn scipy` (from a checkout: `pip install -e "
+            "\".[rerank]\"`), or choose the learner "
             "'perceptron', 'boosting' or 'dual'.")
     S242 = ("Unknown reranking kernel '{kernel}'. Set the reranker block's kernel to one of "
             "{options}.")
@@ -194,8 +195,8 @@ class Errors(metaclass=ErrorsWithCodes):
             "annotation: no component before '{name}' in the pipeline sets it. {fix}")
     S301 = ("Component '{name}' ({factory}) has no {method}: {why}")
     S302 = ("Component '{name}' uses {what} from spacy-lookups-data, which is not installed "
-            "({reason}). Install the extra with `pip install \"spacy-structperc[lookups]\"` (or "
-            "`pip install spacy-lookups-data`), or train it with a feature set without them "
+            "({reason}). Install it with `pip install spacy-lookups-data` (from a checkout: "
+            "`pip install -e \".[lookups]\"`), or train it with a feature set without them "
             "({setting}). A trained pipeline never needs the extra: the tables are saved in it.")
     S303 = ("Component '{name}' got predictions for {n_predicted} tokens to write to Docs of {n_tokens} "
             "tokens: set_annotations takes the Docs that predict was given, with its output.")
@@ -212,7 +213,8 @@ class Errors(metaclass=ErrorsWithCodes):
 
     # S340-S379: distributed training and annotation (Dask).
     S340 = ("`{command}` needs Dask (dask.distributed), which is not installed. Install the "
-            "optional extra: pip install 'spacy-structperc[dask]'.")
+            "optional extra: `pip install \"dask[distributed]\"` (from a checkout: `pip install -e "
+            "\".[dask]\"`).")
     S341 = ("Component '{name}' ({kind}) is trainable but is not a structured-perceptron component, "
             "so its weights cannot be mixed by train-distributed. Add it to [training] "
             "frozen_components, or train it with spacy train.")

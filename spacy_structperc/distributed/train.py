@@ -22,10 +22,12 @@ import sys
 import threading
 import time
 import uuid
+import warnings
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from ..errors import Errors
+from . import _faults
 from ._docbin import get_docs, set_user_data
 from .delta import apply_mix, full_base, load_base, message_nbytes, mix_message, shard_delta
 from .mixing import mixable_pipes, mixing_coefficients
@@ -153,7 +155,8 @@ def train_shard(payload: Dict[str, Any], update: Dict[str, Any], shard_url: str,
                 shard_index: int, fallback: Any = None) -> Dict[str, Any]:
     """One epoch over one shard from the mix `update` leads to (or `fallback`, a full update or a
     function that returns one, if this worker cannot get there): what the shard changed
-    (`delta.shard_delta` per component) and its statistics."""
+    (`delta.shard_delta` per component) and its statistics; `{"needs_base": why}` if the worker
+    cannot get there and there is no fallback."""
     with _WORKER_LOCK:
         return _train_shard(payload, update, shard_url, epoch, shard_index, fallback)
 
@@ -226,9 +229,10 @@ def _train_shard(payload, update, shard_url, epoch, shard_index, fallback):
     names = payload["mixed"]
     try:
         _install(state, update, names)
-    except NeedsBase:
+    except NeedsBase as e:
         if fallback is None:
-            raise
+            # A result, not an exception: Dask would log every one as a failed task.
+            return {"needs_base": str(e)}
         _install(state, fallback() if callable(fallback) else fallback, names)
     nlp = state["nlp"]
     examples = state["shards"].get(shard_url)
@@ -247,9 +251,13 @@ def _train_shard(payload, update, shard_url, epoch, shard_index, fallback):
     random.Random(f"{payload['seed']}:{epoch}:{shard_index}").shuffle(order)
     losses: Dict[str, float] = {}
     u_ready = _usage()
-    for batch in _batches(payload, order):
+    fault = payload.get("fault")
+    for n_batch, batch in enumerate(_batches(payload, order)):
         nlp.update(batch, sgd=False, losses=losses, exclude=payload["frozen"],
                    annotates=payload["annotating"])
+        if fault and n_batch == 0 and shard_index == 0 and \
+                _faults.should_fire(fault["plan"], fault["dir"], "mid-epoch", epoch):
+            _faults.kill_self()
     u_trained = _usage()
     deltas = {name: shard_delta(table) for name, table in tables.items()}
     state["version"], state["holds"] = version, shard_index
@@ -328,57 +336,217 @@ class SequentialExecutor:
             forget_resident_run()
 
 
+def _identity(value):
+    return value
+
+
+class ShardsLost(Exception):
+    """An epoch's shards could not be trained on the cluster (no worker for the timeout, or a
+    shard's task lost more times than `DaskExecutor.MAX_ATTEMPTS`)."""
+
+
+def _infrastructure_error(exc: BaseException) -> bool:
+    """Whether a task's exception is the cluster's (a worker lost, data gone, a comm closed), not
+    the shard's own (a coded error of the trainer: raised to the caller)."""
+    import asyncio
+    import concurrent.futures
+
+    from distributed.scheduler import KilledWorker
+
+    return isinstance(exc, (KilledWorker, asyncio.CancelledError, concurrent.futures.CancelledError,
+                            OSError, EOFError)) and not isinstance(exc, FileNotFoundError)
+
+
 class DaskExecutor:
     """Shards as Dask tasks on workers that keep their pipeline, shard and mix between epochs:
-    the pipeline travels once, then each epoch the mix message out (one broadcast) and each
-    shard's delta back."""
+    the pipeline travels once, then each epoch the mix message out and each shard's delta back.
 
-    def __init__(self, client, payload: Dict[str, Any], shard_urls: List[str]):
+    Nothing a task needs exists only on a worker. The pipeline and each epoch's mix travel as
+    the results of tasks whose specs hold them (`_hold`): the scheduler keeps a spec while its
+    future lives and computes the value again when every worker holding it is lost. (A value
+    sent with `client.scatter` has no spec: lost with its last holder, it is gone for good and
+    every task that needs it is cancelled.) A shard's task lost with its worker is submitted
+    again (a new key, up to `MAX_ATTEMPTS` times) with the same arguments, so it computes the
+    same result; a worker that lacks the mix says so (`needs_base`) and gets the full base."""
+
+    MAX_ATTEMPTS = 5
+
+    def __init__(self, client, payload: Dict[str, Any], shard_urls: List[str], n_workers: int,
+                 worker_timeout: float = 120.0):
         self.client, self.payload, self.shard_urls = client, payload, shard_urls
-        [self._payload_f] = client.scatter([payload], broadcast=True, hash=False)
-        self.n_workers = len(client.scheduler_info()["workers"])
-        self.resent = 0
+        self.n_workers, self.worker_timeout = n_workers, worker_timeout
+        self.token = payload["token"][:12]
+        self.resent = 0      # shard tasks sent again with the full base (a worker without the mix)
+        self.rerun = 0       # shard tasks sent again because their worker or data was lost
+        self._payload_f = self._hold(payload, "payload")
+
+    def _hold(self, data, name: str):
+        """A future of `data` that survives the loss of any worker (see the class docstring)."""
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Sending large graph")
+            return self.client.submit(_identity, data, pure=False,
+                                      key=f"structperc-data-{self.token}-{name}-{uuid.uuid4().hex[:8]}")
+
+    @staticmethod
+    def _usable(future) -> bool:
+        return future.status not in ("cancelled", "lost", "error")
+
+    def _submit_shard(self, handle: Dict[str, Any], i: int, full=None):
+        client, epoch = self.client, handle["epoch"]
+        if not self._usable(self._payload_f):
+            self._payload_f = self._hold(self.payload, "payload")
+        if not self._usable(handle["update_f"]):
+            handle["update_f"] = self._hold(handle["update"], f"e{epoch}-update")
+        # Shard i on the same worker every epoch (it holds the shard's examples), if there is one.
+        workers = sorted(client.nthreads())
+        where = {"workers": [workers[i % len(workers)]], "allow_other_workers": True} if workers else {}
+        attempt = handle["attempts"][i]
+        handle["attempts"][i] += 1
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Sending large graph")
+            return client.submit(train_shard, self._payload_f, handle["update_f"], self.shard_urls[i], epoch, i,
+                                 full, pure=False, key=f"structperc-train-{self.token}-e{epoch}-s{i}-a{attempt}"
+                                 + ("-full" if full is not None else ""), **where)
 
     def submit(self, update, epoch, full_base):
         """Start an epoch's shards (they run while the driver evaluates the last epoch)."""
-        client, token = self.client, self.payload["token"][:12]
-        [update_f] = client.scatter([update], broadcast=True, hash=False)
-        # Shard i on the same worker every epoch (it holds the shard's examples), unless it is gone.
-        workers = sorted(client.scheduler_info()["workers"])
-        futures = [client.submit(train_shard, self._payload_f, update_f, url, epoch, i, pure=False,
-                                 key=f"structperc-train-{token}-e{epoch}-s{i}",
-                                 workers=[workers[i % len(workers)]], allow_other_workers=True)
-                   for i, url in enumerate(self.shard_urls)]
-        return {"update": update_f, "futures": futures, "epoch": epoch, "full_base": full_base}
+        handle = {"update": update, "update_f": self._hold(update, f"e{epoch}-update"), "epoch": epoch,
+                  "full_base": full_base, "attempts": [0] * len(self.shard_urls)}
+        fault = self.payload.get("fault")
+        if fault and _faults.should_fire(fault["plan"], fault["dir"], "scatter", epoch):
+            from distributed import wait
+
+            data = [self._payload_f, handle["update_f"]]
+            wait(data)
+            _faults.kill_workers(self.client, {w for ws in self.client.who_has(data).values() for w in ws})
+        handle["futures"] = [self._submit_shard(handle, i) for i in range(len(self.shard_urls))]
+        return handle
 
     def collect(self, handle):
-        """The epoch's shard results; a shard whose worker lacked the mix is rerun with the full
-        base (`full_base()`, called only then)."""
+        """The epoch's shard results. A shard whose worker lacked the mix is sent again with the
+        full base (`full_base()`, called only then); one whose worker or data was lost is sent
+        again as it was. ShardsLost when no worker is there for `worker_timeout` seconds or a
+        shard was lost `MAX_ATTEMPTS` times."""
         from distributed import wait
 
-        client, token = self.client, self.payload["token"][:12]
-        futures, epoch = handle["futures"], handle["epoch"]
-        wait(futures)
-        full_f = None
-        for i, f in enumerate(futures):
-            if f.status == "error" and isinstance(f.exception(), NeedsBase):
-                # A worker without the mix (restarted, or idle last epoch): send it the full base.
-                if full_f is None:
-                    [full_f] = client.scatter([handle["full_base"]()], hash=False)
-                futures[i] = client.submit(train_shard, self._payload_f, handle["update"], self.shard_urls[i],
-                                           epoch, i, full_f, pure=False,
-                                           key=f"structperc-train-{token}-e{epoch}-s{i}-full")
-                self.resent += 1
-        results = client.gather(futures)
+        client, epoch = self.client, handle["epoch"]
+        pending = dict(enumerate(handle["futures"]))
+        results: List[Any] = [None] * len(pending)
+        full, alone_since = None, None
+        try:
+            while pending:
+                try:
+                    wait(list(pending.values()), timeout=1.0, return_when="FIRST_COMPLETED")
+                except TimeoutError:
+                    pass
+                if client.nthreads():
+                    alone_since = None
+                elif alone_since is None:
+                    alone_since = time.monotonic()
+                elif time.monotonic() - alone_since > self.worker_timeout:
+                    raise ShardsLost(f"no Dask worker for {self.worker_timeout:.0f} s")
+                for i, f in list(pending.items()):
+                    if f.status == "pending":
+                        continue
+                    exc, result = None, None
+                    if f.status == "finished":
+                        try:
+                            result = f.result()
+                        except BaseException as e:    # noqa: BLE001 - sorted below
+                            exc = e
+                        if exc is None and "needs_base" not in result:
+                            results[i] = result
+                            del pending[i]
+                            continue
+                    elif f.status == "error":
+                        exc = f.exception()
+                    if result is not None and exc is None:
+                        # A worker without the mix (restarted, or idle last epoch): send it the full base.
+                        if full is None:
+                            full = handle["full_base"]()
+                        pending[i] = self._submit_shard(handle, i, full)
+                        self.resent += 1
+                    elif exc is None or _infrastructure_error(exc):
+                        # Lost with its worker (cancelled, KilledWorker, a closed comm): the same task again.
+                        if handle["attempts"][i] >= self.MAX_ATTEMPTS:
+                            raise ShardsLost(f"shard {i}'s task was lost {handle['attempts'][i]} times "
+                                             f"(last: {f.status}{'' if exc is None else ', ' + repr(exc)})")
+                        pending[i] = self._submit_shard(handle, i, full)
+                        self.rerun += 1
+                    else:
+                        raise exc
+        except BaseException:
+            client.cancel(list(pending.values()))
+            raise
         handle.clear()
-        del full_f, futures
         return results
 
     def worker_peak_rss_mb(self) -> List[float]:
         return sorted(self.client.run(_peak_rss_mb).values())
 
     def close(self):
-        pass
+        self._payload_f.release()
+
+
+# Checkpoints: the mix of the last completed epoch, written when a run stops ----------------------
+
+CHECKPOINT = "checkpoint"
+
+
+def _sha1(text: str) -> str:
+    import hashlib
+
+    return hashlib.sha1(text.encode("utf8")).hexdigest()
+
+
+def _write_checkpoint(output: Path, epoch: int, pipes, config_sha: str, n_shards: int, mixing: str,
+                      best, epochs: List[Dict[str, Any]]) -> Path:
+    """Save the pipes' training states (the mix after `epoch`, full and exact: W, U, clock) and
+    what a resumed run needs; `state.json` is written last, so a checkpoint without it is not one."""
+    import numpy
+
+    folder = output / CHECKPOINT
+    _remove_checkpoint(output)
+    folder.mkdir(parents=True)
+    for name, pipe in pipes:
+        base = full_base(pipe.model.weights)
+        with open(folder / f"{name}.npz", "wb") as f:
+            numpy.savez(f, **{k: numpy.asarray(v) for k, v in base.items()})
+    state = {"epoch": epoch, "config_sha1": config_sha, "n_shards": n_shards, "mixing": mixing, "best": best,
+             "pipes": [name for name, _ in pipes], "epochs": epochs}
+    tmp = folder / "state.json.tmp"
+    tmp.write_text(json.dumps(state))
+    tmp.replace(folder / "state.json")
+    return folder
+
+
+def _read_checkpoint(output: Path, config_sha: str, n_shards: Optional[int], mixing: str) -> Dict[str, Any]:
+    import numpy
+
+    folder = output / CHECKPOINT
+
+    def refuse(reason):
+        return ValueError(Errors.S353.format(checkpoint=folder, reason=reason))
+
+    try:
+        state = json.loads((folder / "state.json").read_text())
+    except (OSError, ValueError) as e:
+        raise refuse(f"no checkpoint there ({type(e).__name__})") from None
+    for field, now in (("config_sha1", config_sha), ("n_shards", n_shards), ("mixing", mixing)):
+        if now is not None and state.get(field) != now:
+            raise refuse(f"{field} was {state.get(field)!r}, now {now!r}")
+    bases = {}
+    for name in state["pipes"]:
+        with numpy.load(folder / f"{name}.npz") as z:
+            bases[name] = {k: (int(z[k]) if k in ("clock", "n_classes") else z[k]) for k in z.files}
+    state["bases"] = bases
+    return state
+
+
+def _remove_checkpoint(output: Path) -> None:
+    import shutil
+
+    shutil.rmtree(output / CHECKPOINT, ignore_errors=True)
 
 
 # The driver ------------------------------------------------------------------------------------
@@ -425,7 +593,9 @@ def _worker_nice(client, worker_nice: Optional[int]) -> int:
 
     if not isinstance(getattr(client, "cluster", None), LocalCluster):
         return 0
-    if len(client.scheduler_info()["workers"]) < (os.cpu_count() or 1):
+    from ._dask import configured_workers
+
+    if (configured_workers(client) or 0) < (os.cpu_count() or 1):
         return 0
     others = _others_busy_cores()
     return WORKER_NICE if others is not None and others < IDLE_BELOW_CORES else 0
@@ -444,10 +614,20 @@ def train_distributed(config_path, output, *, overrides: Optional[Dict[str, Any]
                       shard_dir: Optional[str] = None, epochs: Optional[int] = None,
                       simulate: bool = False, printer: Optional[Callable[[str], None]] = print,
                       on_epoch: Optional[Callable[[Dict[str, Any], Any], None]] = None,
-                      eval_every: int = 1, worker_nice: Optional[int] = None) -> Dict[str, Any]:
+                      eval_every: int = 1, worker_nice: Optional[int] = None, resume: bool = False,
+                      worker_timeout: float = 120.0, startup_seconds: Optional[float] = None) -> Dict[str, Any]:
     """Train the pipeline of `config_path` by iterative parameter mixing; save `model-best` and
-    `model-last` under `output`. With `client`, shards train on its cluster (one shard per worker
-    unless `n_shards`); with `simulate`, all shards train in this process one after another.
+    `model-last` under `output`. With `client`, shards train on its cluster; with `simulate`, all
+    shards train in this process one after another. `n_shards` (the shards decide the model) is by
+    default the number of workers the client's LocalCluster is configured to run (never the
+    number present at one moment), 1 with `simulate`; a cluster given by address needs it (S354).
+
+    A worker lost at any moment costs time, not the model: the shards' tasks are sent again from
+    what the driver holds (see `DaskExecutor`). If the epoch cannot be trained (no worker for
+    `worker_timeout` seconds, or a shard lost again and again), the mix of the last completed
+    epoch is saved in `output/checkpoint` and S352 raised; `resume=True` continues from it, to
+    the model an undisturbed run saves. `startup_seconds` (the cluster's start-up, measured by
+    the caller) is printed and logged apart from the epochs.
     The mix is evaluated on the dev set every `eval_every` epochs and after the last (as
     `spacy train`'s eval_frequency spaces evaluations); `model-best` is the best evaluated mix.
     `on_epoch(row, nlp)` is called after every epoch's mix (and evaluation). Returns the log
@@ -473,10 +653,16 @@ def train_distributed(config_path, output, *, overrides: Optional[Dict[str, Any]
     if isinstance(eval_every, bool) or not isinstance(eval_every, int) or eval_every < 1:
         raise ValueError(Errors.S012.format(setting="eval_every", name="train-distributed",
                                             requirement="a positive integer", value=eval_every))
+    if n_shards is not None and (isinstance(n_shards, bool) or not isinstance(n_shards, int) or n_shards < 1):
+        raise ValueError(Errors.S355.format(value=n_shards))
     nice = _worker_nice(client, worker_nice)
     output = Path(output)
     output.mkdir(parents=True, exist_ok=True)
     config = util.load_config(config_path, overrides=overrides or {}, interpolate=False)
+    config_sha = _sha1(config.to_str())
+    checkpoint = _read_checkpoint(output, config_sha, n_shards, mixing) if resume else None
+    if checkpoint is not None and n_shards is None:
+        n_shards = checkpoint["n_shards"]
     nlp = init_nlp(config, use_gpu=-1)
     resolved = nlp.config.interpolate()
     T = registry.resolve(resolved["training"], schema=ConfigSchemaTraining)
@@ -489,7 +675,14 @@ def train_distributed(config_path, output, *, overrides: Optional[Dict[str, Any]
     if client is None and not simulate:
         raise ValueError("train_distributed needs a Dask client, or simulate=True")
     if n_shards is None:
-        n_shards = 1 if client is None else len(client.scheduler_info()["workers"])
+        if client is None:
+            n_shards = 1
+        else:
+            from ._dask import configured_workers
+
+            n_shards = configured_workers(client)
+            if n_shards is None:
+                raise ValueError(Errors.S354)
     examples = list(train_corpus(nlp))
     urls = write_shards(examples, n_shards, shard_dir or str(output / "shards"))
     del examples
@@ -501,13 +694,31 @@ def train_distributed(config_path, output, *, overrides: Optional[Dict[str, Any]
         "batch_words": batcher_size if isinstance(batcher_size, int) else 1000,
         "worker_nice": nice,
     }
-    executor = SequentialExecutor(payload, urls) if client is None else DaskExecutor(client, payload, urls)
+    fault_plan = _faults.fault_plan() if client is not None else {}
+    if fault_plan:
+        payload["fault"] = {"plan": fault_plan, "dir": _faults.fault_dir()}
+    if client is None:
+        executor = SequentialExecutor(payload, urls)
+    else:
+        from ._dask import configured_workers
+
+        executor = DaskExecutor(client, payload, urls, configured_workers(client) or len(client.nthreads()),
+                                worker_timeout=worker_timeout)
     del payload
     evaluate = create_evaluation_callback(nlp, dev_corpus, T["score_weights"])
     score_keys = [k for k, v in T["score_weights"].items() if v]
     before_to_disk = T["before_to_disk"] or (lambda n: n)
     names = [name for name, _ in pipes]
+    first_epoch = 1 if checkpoint is None else checkpoint["epoch"] + 1
+    if checkpoint is not None:
+        for name, pipe in pipes:
+            load_base(pipe.model.weights, checkpoint["bases"][name])
+            pipe._labels_changed()
     if printer:
+        if startup_seconds is not None:
+            printer(f"Cluster start-up {startup_seconds:.1f} s")
+        if checkpoint is not None:
+            printer(f"Resuming after epoch {checkpoint['epoch']} from {output / CHECKPOINT}")
         printer(f"Iterative parameter mixing: {n_shards} shard(s) on "
                 f"{'this process' if client is None else str(executor.n_workers) + ' worker(s)'}, "
                 f"{mixing} mixing, {n_epochs} epoch(s)")
@@ -516,20 +727,32 @@ def train_distributed(config_path, output, *, overrides: Optional[Dict[str, Any]
         printer("  ".join(f"{h:>12}" for h in header))
     log: Dict[str, Any] = {"config": str(config_path), "run": token, "n_shards": n_shards, "mixing": mixing,
                            "n_workers": executor.n_workers, "worker_nice": executor.payload["worker_nice"],
-                           "epochs": []}
+                           "startup_seconds": startup_seconds, "resumed_after": None, "epochs": []}
     best = None
+    if checkpoint is not None:
+        log["epochs"], best, log["resumed_after"] = checkpoint["epochs"], checkpoint["best"], checkpoint["epoch"]
     try:
         # Epoch e+1's shards are submitted as soon as epoch e's mix message exists: they train
         # while the driver applies the mix to its own tables, evaluates and saves. The full mix
         # (for a worker that does not hold the last one) is built only when a worker needs it,
         # from the driver's tables, which by then hold that mix.
         submitted = time.perf_counter()
-        handle = executor.submit(_full_update(0, pipes), 1, lambda: _full_update(0, pipes))
+        v0 = first_epoch - 1
+        handle = None
+        if first_epoch <= n_epochs:
+            handle = executor.submit(_full_update(v0, pipes), first_epoch, lambda: _full_update(v0, pipes))
         epoch_start, driver_cpu = submitted, _process_cpu()
-        for epoch in range(1, n_epochs + 1):
+        for epoch in range(first_epoch, n_epochs + 1):
             clock_collect = time.time()
-            results = executor.collect(handle)
+            try:
+                results = executor.collect(handle)
+            except ShardsLost as e:
+                # The driver's tables hold the mix of epoch - 1 (applied before this collect).
+                where = _write_checkpoint(output, epoch - 1, pipes, config_sha, n_shards, mixing, best, log["epochs"])
+                raise RuntimeError(Errors.S352.format(epoch=epoch, reason=e, done=epoch - 1, checkpoint=where)) from None
             waited = time.perf_counter()
+            if fault_plan and _faults.should_fire(fault_plan, _faults.fault_dir(), "mixing", epoch):
+                _faults.kill_workers(client)
             clock_collected, clock_submitted = time.time(), None
             mix_cpu_start = time.thread_time()
             stats = [{k: v for k, v in r.items() if k != "deltas"} for r in results]
@@ -604,7 +827,9 @@ def train_distributed(config_path, output, *, overrides: Optional[Dict[str, Any]
         before_to_disk(nlp).to_disk(output / "model-last")
     finally:
         executor.close()
+    _remove_checkpoint(output)
     log["best_score"] = best
     log["resent_full_base"] = getattr(executor, "resent", 0)
+    log["rerun_lost_tasks"] = getattr(executor, "rerun", 0)
     (output / "ipm_log.json").write_text(json.dumps(log, indent=2))
     return log

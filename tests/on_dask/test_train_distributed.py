@@ -105,8 +105,8 @@ def test_a_worker_killed_mid_epoch_loses_nothing_and_the_model_is_unchanged(tmp_
 
 def test_a_worker_without_the_mix_gets_the_full_base_and_the_model_is_unchanged(tmp_path, cluster, toy_corpus,
                                                                                   toy_config):
-    """Workers that lost their resident run between epochs (as restarted ones have) raise
-    NeedsBase; the driver resends the full base and the run ends with the same model."""
+    """Workers that lost their resident run between epochs (as restarted ones have) say so
+    (`needs_base`); the driver resends the full base and the run ends with the same model."""
     from spacy_structperc.distributed.train import forget_resident_run
 
     kw = dict(overrides=_overrides(toy_corpus), epochs=3, printer=None)
