@@ -115,6 +115,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     plugin, pipeline = wheels(args.packages)
     reuse_env = args.deps == "here"
+    args.venv = args.venv.resolve()
     python, site_dir = make_venv(args.venv, reuse_env)
     install(python, site_dir, [plugin, pipeline], reuse_env)
     name = pipeline.name.split("-")[0]

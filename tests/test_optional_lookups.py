@@ -34,7 +34,7 @@ def test_missing_extra_raises_s302_naming_it(without_lookups_data, features, wha
     nlp, examples = tagger_nlp(**features)
     with pytest.raises(ValueError, match=r"\[S302\] Component 'my_tagger' uses " + what) as info:
         nlp.initialize(lambda: examples)
-    assert "spacy-structperc[lookups]" in str(info.value) and setting in str(info.value)
+    assert "pip install -e \".[lookups]\"" in str(info.value) and setting in str(info.value)
 
 
 def test_features_without_lookups_need_no_extra(without_lookups_data):
