@@ -303,6 +303,8 @@ class PerceptronModel:
         data = holder[0]
         if not isinstance(data, (bytes, bytearray, memoryview)):
             raise ValueError(Errors.S006.format(name=component, reason=f"expected bytes, got {type(data).__name__}"))
+        if not len(data):   # every model written has a header: nothing is damage, never "no model"
+            raise ValueError(Errors.S128.format(name=component, what="model"))
         verified = _verify_checksum(data, component)
         try:
             msg = srsly.msgpack_loads(data)

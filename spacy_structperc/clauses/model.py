@@ -175,6 +175,8 @@ class ClauseModel:
         this model: loading is all-or-nothing."""
         if not isinstance(data, (bytes, bytearray, memoryview)):
             raise ValueError(Errors.S006.format(name=component, reason=f"expected bytes, got {type(data).__name__}"))
+        if not len(data):
+            raise ValueError(Errors.S128.format(name=component, what="model"))
         if not _verify_checksum(data, component):
             raise ValueError(Errors.S121.format(name=component))
         try:

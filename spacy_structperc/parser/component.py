@@ -489,9 +489,12 @@ class StructuredParser(PerceptronPipe):
         if self._reranking is not None:
             self._reranking.from_bytes(data)
 
+    # A parser without a reranker block writes no reranker entry or file (it wrote empty bytes,
+    # which is what damage leaves, and which it ignores on loading as it always did).
+
     def to_bytes(self, *, exclude=tuple()) -> bytes:
         data = srsly.msgpack_loads(super().to_bytes(exclude=exclude))
-        if "reranker" not in exclude:
+        if "reranker" not in exclude and self._reranking is not None:
             data["reranker"] = self._reranker_bytes()
         return srsly.msgpack_dumps(data)
 
@@ -508,7 +511,7 @@ class StructuredParser(PerceptronPipe):
             return None
         if data is None:
             raise ValueError(Errors.S249.format(name=self.name, what=what))
-        return ParserReranker(self, _reranker_block(self.name, "beam", block)).stage(data)
+        return ParserReranker(self, _reranker_block(self.name, "beam", block)).stage(data, what)
 
     def from_bytes(self, bytes_data: bytes, *, exclude=tuple()):
         staged = _KEEP
@@ -537,7 +540,7 @@ class StructuredParser(PerceptronPipe):
     def to_disk(self, path, *, exclude=tuple()) -> None:
         from spacy import util
         super().to_disk(path, exclude=exclude)
-        if "reranker" not in exclude:
+        if "reranker" not in exclude and self._reranking is not None:
             (util.ensure_path(path) / "reranker").write_bytes(self._reranker_bytes())
 
     def _take_reranker(self, staged) -> None:
@@ -548,8 +551,10 @@ class StructuredParser(PerceptronPipe):
             self._reranking.take(staged)
 
     def __reduce__(self):
+        # The reranker's whole training state, not its saved form (ParserReranker.training_state).
         fn, args = super().__reduce__()
-        return (_unpickle_parser, (fn, args, self._reranker_bytes()))
+        state = self._reranking.training_state() if self._reranking is not None else None
+        return (_unpickle_parser, (fn, args, state))
 
     def set_annotations(self, docs: Iterable[Doc], predictions) -> None:
         """Write heads and labels of the whole batch in one docarrays.write (what from_array per
@@ -699,7 +704,11 @@ class StructuredParser(PerceptronPipe):
 _KEEP = object()   # from_bytes / from_disk with "reranker" excluded: the reranker is not loaded
 
 
-def _unpickle_parser(fn, args, reranker_bytes):
+def _unpickle_parser(fn, args, reranker_state):
     pipe = fn(*args)
-    pipe._load_reranker_bytes(reranker_bytes)
+    if pipe._reranking is not None and reranker_state is not None:
+        if isinstance(reranker_state, (bytes, bytearray)):   # pickled before the training state
+            pipe._load_reranker_bytes(reranker_state)
+        else:
+            pipe._reranking.set_training_state(reranker_state)
     return pipe

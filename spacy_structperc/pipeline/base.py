@@ -347,7 +347,12 @@ class PerceptronPipe(TrainablePipe):
             "model": lambda b: staged.__setitem__("model", self.model.parse_bytes(b, self.name)),
         }
         with self._coded_load_errors(None):
-            util.from_bytes(bytes_data, deserialize, exclude)
+            msg = util.from_bytes(bytes_data, deserialize, exclude)
+            # spaCy skips an entry the data lacks: the component would keep its own under the
+            # saved others (a damaged key name did that silently).
+            for key in ("cfg", "model"):
+                if key not in exclude and key not in msg:
+                    raise ValueError(Errors.S129.format(name=self.name, key=key))
             self._commit(staged)
         return self
 
@@ -482,7 +487,9 @@ def write_cfg(path: Union[str, Path], cfg: Dict[str, Any]) -> None:
 
 def load_cfg(data: Union[str, bytes], name: str) -> Dict[str, Any]:
     """The settings of a saved cfg, checked against its checksum (S310) and for being a JSON
-    table (S311)."""
+    table (S311); empty data is S128."""
+    if not len(data):
+        raise ValueError(Errors.S128.format(name=name, what="cfg"))
     try:
         cfg = json.loads(data)
     except ValueError as e:   # JSONDecodeError and UnicodeDecodeError

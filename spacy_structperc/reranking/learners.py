@@ -702,7 +702,9 @@ class SVMReranker(Reranker):
         diff = X[good] - X[bad]
         sign = numpy.where(numpy.arange(len(good)) % 2 == 0, 1.0, -1.0)
         diff = sparse.diags(sign) @ diff
-        clf = LinearSVC(C=self.C, fit_intercept=False, loss="hinge", max_iter=5000, dual=True)
+        # seeded: the dual solver visits the pairs in a random order, and an unseeded fit of the
+        # same lists gave another reranker on every refit (and in every copy of a pipeline)
+        clf = LinearSVC(C=self.C, fit_intercept=False, loss="hinge", max_iter=5000, dual=True, random_state=0)
         clf.fit(diff, sign)
         coef = clf.coef_.ravel()
         self.w, self.w0 = coef[:V].copy(), float(coef[V])

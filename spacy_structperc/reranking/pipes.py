@@ -71,26 +71,32 @@ def fit_block(block: Dict[str, Any], lists: CandidateLists):
 
 # The saved reranker: MAGIC, then a blake2b-128 of the payload, then the payload (msgpack of the
 # learner's dict tagged with its feature version). A file of the first version (plain msgpack,
-# before the checksum) still loads; a damaged magic makes it neither, and it is refused.
+# before the checksum) still loads; a damaged magic makes it neither, and it is refused. A
+# reranker that is not fitted is the checksummed record EMPTY, never b"": empty bytes are what a
+# file cut to nothing holds, and they used to load as "no reranker" (the beam's 1-best) without
+# a word. They are refused (S254).
 MAGIC = b"SPRR\x02"
 DIGEST_SIZE = 16
+EMPTY = {"learner": None}
 
 
 def dumps_model(model) -> bytes:
-    """A fitted learner as checksummed bytes (b"" for none), tagged with its feature definition."""
-    if model is None:
-        return b""
-    payload = srsly.msgpack_dumps({**model.to_dict(), "features_version": FEATURES_VERSION})
+    """A fitted learner as checksummed bytes, tagged with its feature definition; None (nothing
+    fitted) as the checksummed record EMPTY."""
+    msg = EMPTY if model is None else {**model.to_dict(), "features_version": FEATURES_VERSION}
+    payload = srsly.msgpack_dumps(msg)
     return MAGIC + hashlib.blake2b(payload, digest_size=DIGEST_SIZE).digest() + payload
 
 
-def loads_model(data: bytes, name: str):
-    """The learner of dumps_model (None for empty bytes). S248 for damaged bytes, S246 for
-    another feature definition; any other failure to rebuild the learner is S006."""
-    if not data:
-        return None
+def loads_model(data: bytes, name: str, what: str = "file"):
+    """The learner of dumps_model (None for the EMPTY record). S254 for empty bytes, S248 for
+    damaged bytes, S246 for another feature definition; any other failure to rebuild the
+    learner is S006."""
     data = bytes(data)
-    if data.startswith(MAGIC):
+    if not data:
+        raise ValueError(Errors.S254.format(name=name, what=what))
+    checked = data.startswith(MAGIC)
+    if checked:
         digest, payload = data[len(MAGIC):len(MAGIC) + DIGEST_SIZE], data[len(MAGIC) + DIGEST_SIZE:]
         if hashlib.blake2b(payload, digest_size=DIGEST_SIZE).digest() != digest:
             raise ValueError(Errors.S248.format(name=name))
@@ -102,6 +108,8 @@ def loads_model(data: bytes, name: str):
         raise ValueError(Errors.S248.format(name=name)) from None
     if not isinstance(msg, dict):
         raise ValueError(Errors.S248.format(name=name))
+    if checked and msg == EMPTY:
+        return None
     found = msg.get("features_version", 1)
     if found != FEATURES_VERSION:
         raise ValueError(Errors.S246.format(name=name, found=found, expected=FEATURES_VERSION))
@@ -135,12 +143,12 @@ def dumps_state(model, reverse_bytes: bytes, graph_bytes: bytes = b"") -> bytes:
     return STATE_MAGIC + hashlib.blake2b(payload, digest_size=DIGEST_SIZE).digest() + payload
 
 
-def loads_state(data: bytes, name: str) -> Tuple[Any, bytes, bytes]:
+def loads_state(data: bytes, name: str, what: str = "file") -> Tuple[Any, bytes, bytes]:
     """(learner or None, reversed model bytes or b"", graph model bytes or b"") of dumps_state;
-    S248 for damaged bytes."""
-    data = bytes(data or b"")
+    S254 for empty bytes, S248 for damaged bytes."""
+    data = bytes(data)
     if not data.startswith(STATE_MAGIC):
-        return loads_model(data, name), b"", b""
+        return loads_model(data, name, what), b"", b""
     digest, payload = data[len(STATE_MAGIC):len(STATE_MAGIC) + DIGEST_SIZE], data[len(STATE_MAGIC) + DIGEST_SIZE:]
     if hashlib.blake2b(payload, digest_size=DIGEST_SIZE).digest() != digest:
         raise ValueError(Errors.S248.format(name=name))
@@ -151,7 +159,9 @@ def loads_state(data: bytes, name: str) -> Tuple[Any, bytes, bytes]:
         raise ValueError(Errors.S248.format(name=name)) from None
     if not all(isinstance(x, bytes) for x in (learner, reverse, graph)):
         raise ValueError(Errors.S248.format(name=name))
-    return loads_model(learner, name), reverse, graph
+    # Inside this checksummed record, b"" is what a file written before EMPTY holds for a
+    # learner that was not fitted (learner "none"): it cannot be a file cut short.
+    return (loads_model(learner, name, what) if learner else None), reverse, graph
 
 
 class ParserReranker:
@@ -561,6 +571,23 @@ class ParserReranker:
         return [c[int(rows[i] - lists.offsets[i])][1:] for i, c in enumerate(all_cands)]
 
     # Serialization -----------------------------------------------------------------------------
+    # to_bytes is the saved form (the fitted learner, the reversed and graph models' averaged
+    # weights). Pickle carries the training state instead (training_state), so that training
+    # continued on a copy equals training continued on the original: the fold models and what
+    # they saw, the stored lists and their versions, the reversed and graph models' training
+    # weights and the graph model's visit counts. Only the thread's decoding systems are rebuilt.
+
+    TRAINING_STATE = ("model", "fold_weights", "fold_seen", "store", "store_version", "fit_version",
+                      "reverse_model", "graph_model", "graph_seen")
+
+    def training_state(self) -> Dict[str, Any]:
+        """Everything training has built, for pickle (see above)."""
+        return {key: getattr(self, key) for key in self.TRAINING_STATE}
+
+    def set_training_state(self, state: Dict[str, Any]) -> None:
+        for key in self.TRAINING_STATE:
+            setattr(self, key, state[key])
+        self.fold_systems = []   # rebuilt over the fold weights on first use
 
     def to_bytes(self) -> bytes:
         self.fit_if_stale()
@@ -577,12 +604,12 @@ class ParserReranker:
     def from_bytes(self, data: bytes) -> None:
         self.take(self.stage(data))
 
-    def stage(self, data: bytes):
-        """The loaded state of saved bytes, every check done (S248, S246, and the reversed and
-        graph models' own), nothing changed yet: (learner or None, parsed reversed model or
+    def stage(self, data: bytes, what: str = "file"):
+        """The loaded state of saved bytes, every check done (S254, S248, S246, and the reversed
+        and graph models' own), nothing changed yet: (learner or None, parsed reversed model or
         None, graph model or None)."""
         name = self.parser.name
-        model, reverse, graph = loads_state(data, name)
+        model, reverse, graph = loads_state(data, name, what)
         parsed = self.new_reverse_model().parse_bytes(reverse, f"{name} (reversed)") if reverse else None
         return model, parsed, GraphScorer.from_bytes(graph, name) if graph else None
 

@@ -264,7 +264,7 @@ def test_from_disk_gives_coded_errors_and_changes_nothing(nlp, name, tmp_path):
         good = (tmp_path / name / part).read_bytes()
         for data in contents:
             (tmp_path / name / part).write_bytes(data)
-            with pytest.raises(ValueError, match=r"^\[S(006|120|121|123|310|311)\].*" + name):
+            with pytest.raises(ValueError, match=r"^\[S(006|120|121|123|128|310|311)\].*" + name):
                 pipe.from_disk(tmp_path / name)
             assert state(pipe) == before
         (tmp_path / name / part).write_bytes(good)
