@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import require_module
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = REPO_ROOT / "spacy_structperc"
@@ -55,7 +56,7 @@ def test_every_compiled_module_has_a_stub_with_its_public_api(name):
 
 @pytest.mark.slow
 def test_mypy_passes_on_the_package():
-    pytest.importorskip("mypy")
+    require_module("mypy")
     result = subprocess.run([sys.executable, "-m", "mypy", "-p", "spacy_structperc"], cwd=REPO_ROOT,
                             capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout + result.stderr

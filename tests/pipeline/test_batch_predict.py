@@ -14,6 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "reliability"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "core"))
 from threaded_nlp import annotations, random_texts, run_threads, train_pipeline  # noqa: E402
 from test_batch import parse_reference, random_weights  # noqa: E402
+from conftest import require_module  # noqa: E402
 
 from spacy_structperc.atoms import (CLUSTER_ATOMS, DOC_ATOMS, LEXICAL_ATOMS, LEXICON_ATOMS,  # noqa: E402
                                        AtomExtractor, Lexicon, _cluster_atom, _h)
@@ -237,7 +238,7 @@ def test_atom_batches_equal_the_python_definition_on_ewt_words(data_dir):
 
 
 def test_atom_batches_equal_the_python_definition_on_random_strings():
-    hypothesis = pytest.importorskip("hypothesis")
+    hypothesis = require_module("hypothesis")
     st = hypothesis.strategies
     import spacy
     nlp = spacy.blank("en")
