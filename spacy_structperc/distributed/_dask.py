@@ -93,7 +93,7 @@ def start_local_cluster(command: str, n: int, attempts: int = START_ATTEMPTS, **
             return distributed.LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
                                             dashboard_address=None, **kwargs)
         except Exception as e:    # noqa: BLE001 - Dask raises several kinds; all mean "try again"
-            reason = f"{type(e).__name__}: {e}"
+            reason = f"{type(e).__name__}: {str(e).rstrip('.')}"
     raise RuntimeError(Errors.S350.format(command=command, n_workers=n, attempts=attempts, reason=reason))
 
 

@@ -89,14 +89,26 @@ def test_workers_killed_at_a_phase_cost_nothing_of_the_model(tmp_path, monkeypat
     assert not (tmp_path / "out" / "checkpoint").exists()
 
 
-def test_no_worker_at_the_start_waits_for_them_and_keeps_the_configured_shard_count(tmp_path, client, toy,
-                                                                                      undisturbed):
+def test_no_worker_at_the_start_waits_for_them_and_keeps_the_configured_shard_count(tmp_path, monkeypatch, client,
+                                                                                      toy, undisturbed):
     """Both workers dead as the run starts (the nannies restart them): the shard count is the
-    cluster's configured two, not the workers present at that moment (zero or one), and nothing
-    divides by an empty worker list."""
+    cluster's configured two, not the workers present at that moment (zero or one); and dead
+    again as the first epoch's shards are submitted: nothing divides by the empty worker list."""
+    from spacy_structperc.distributed.train import DaskExecutor
+
     _wait_for_two(client)
     assert _faults.kill_workers(client) == 2
     assert not client.nthreads()
+    submit = DaskExecutor.submit
+
+    def submit_to_no_one(self, update, epoch, full_base):
+        if epoch == 1:
+            _wait_for_two(client)
+            _faults.kill_workers(client)
+            assert not client.nthreads()
+        return submit(self, update, epoch, full_base)
+
+    monkeypatch.setattr(DaskExecutor, "submit", submit_to_no_one)
     log = _run(toy, tmp_path / "out", client)
     assert log["n_shards"] == 2 and log["n_workers"] == 2
     assert _model(tmp_path / "out") == undisturbed
