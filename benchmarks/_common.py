@@ -599,14 +599,57 @@ def merge_rows(old_rows: Sequence[Dict[str, Any]], new_rows: Sequence[Dict[str, 
     return kept + list(new_rows)
 
 
+# An absolute path inside a string: a "/" that starts a word (not "words/s", not "https://"),
+# then at least two components. tests/test_results_files.py checks the committed files with its
+# own copy of this pattern.
+ABSOLUTE_PATH = re.compile(r"(?<![\w.:/~<>%$-])/(?:[^\s/\"'`,;:()\[\]{}=|<>@\\]+/)+[^\s/\"'`,;:()\[\]{}=|<>@\\]*")
+
+
+# Paths every Linux machine has alike (/proc/stat, /usr/bin/time): left as they are.
+SYSTEM_ROOTS = ("proc", "sys", "dev", "usr", "bin", "etc")
+
+
+def relative_path(path: str, root: Path = REPO_ROOT) -> str:
+    """An absolute path as a results file may show it: relative to the repository (also above
+    it, "../shared/data/..."), a temporary file under "<tmp>", a home directory as "~", a
+    system path (SYSTEM_ROOTS) as it is."""
+    import tempfile
+
+    p = Path(path)
+    if p.parts[1:2] and p.parts[1] in SYSTEM_ROOTS:
+        return path
+    for tmp in {Path(tempfile.gettempdir()), Path("/tmp")}:
+        if p == tmp or tmp in p.parents:
+            return "<tmp>/" + p.relative_to(tmp).as_posix()
+    home = Path.home()
+    if home != Path("/") and (home in p.parents) and not (root == p or root in p.parents):
+        return "~/" + p.relative_to(home).as_posix()
+    return os.path.relpath(p, root).replace(os.sep, "/")
+
+
+def relative_paths(obj: Any, root: Path = REPO_ROOT) -> Any:
+    """``obj`` (dicts, lists, strings: a results payload) with every absolute path in its strings
+    and keys made machine-neutral by ``relative_path``: a results file says where a run read and
+    wrote relative to the checkout, never where the checkout was."""
+    if isinstance(obj, str):
+        return ABSOLUTE_PATH.sub(lambda m: relative_path(m.group(0), root), obj)
+    if isinstance(obj, dict):
+        return {relative_paths(k, root): relative_paths(v, root) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [relative_paths(v, root) for v in obj]
+    return obj
+
+
 def write_results(path: Path, component: str, rows: Sequence[Dict[str, Any]],
                   **extra: Any) -> Path:
-    """Write ``{"component", "rows", **extra}``; every row has exactly ROW_KEYS."""
+    """Write ``{"component", "rows", **extra}``; every row has exactly ROW_KEYS. Absolute paths
+    in the payload are written relative to the repository (``relative_paths``)."""
     for r in rows:
         if tuple(sorted(r)) != tuple(sorted(ROW_KEYS)):
             raise ValueError(f"bad row keys: {sorted(r)}")
     payload = {"component": component, "rows": list(rows)}
     payload.update(extra)
+    payload = relative_paths(payload)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".json.tmp")

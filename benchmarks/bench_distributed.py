@@ -78,7 +78,7 @@ METRIC = {"tagger": "tag_acc", "parser": "dep_las"}
 # default (the config as it is, uniform mixing).
 VARIANTS: Dict[str, Dict[str, Any]] = {
     "": {"overrides": {}, "mixing": "uniform", "label": ""},
-    # One sentence per Doc (the configs' documents reader merged 10 until session 5).
+    # One sentence per Doc: how configs/parser.cfg trained before its reader merged ten (da53c79).
     "sent1": {"overrides": {"corpora.train.sentences_per_doc": 1, "corpora.dev.sentences_per_doc": 1},
               "mixing": "uniform", "label": ", one sentence per Doc"},
     "mistakes": {"overrides": {}, "mixing": "mistakes", "label": ", mistake-weighted"},

@@ -266,7 +266,7 @@ def main() -> None:
                           "as they were. words_per_second (--speed-passes): nlp.pipe on the dev split's "
                           "gold words with the package as it is, every pipeline in one process, their "
                           "passes alternated, the best pass of each.",
-                          "Until commit 'Whole rows only' (session 17), saving from a trained model (not "
+                          "Until commit 3ce9d6c ('Whole rows only'), saving from a trained model (not "
                           "from a loaded one in the same precision) also left out a kept row's weights "
                           "within prune_below: the 'parser.cfg: ... prune_below 0.25 / 0.5' rows were "
                           "measured so. Since, prune_below leaves out whole rows only, whichever way a "
