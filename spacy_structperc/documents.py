@@ -12,11 +12,12 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator, List, Optional, Union
 
 from spacy.language import Language
-from spacy.tokens import Doc, DocBin
+from spacy.tokens import Doc
 from spacy.training import Example
 from spacy.util import registry
 
 from .errors import Errors
+from .readers import read_docbin
 
 DOCUMENTS_CORPUS = "spacy-structperc.documents_corpus.v1"
 
@@ -83,7 +84,7 @@ class DocumentsCorpus:
         self.gold_preproc = gold_preproc
 
     def __call__(self, nlp: Language) -> Iterator[Example]:
-        docs = DocBin().from_disk(self.path).get_docs(nlp.vocab)
+        docs = read_docbin(nlp.vocab, self.path, DOCUMENTS_CORPUS)   # S034, S210, S035 as every reader
         for i, reference in enumerate(merge_sentences(docs, self.sentences_per_doc)):
             if self.limit and i >= self.limit:
                 break

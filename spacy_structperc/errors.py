@@ -57,6 +57,10 @@ class Errors(metaclass=ErrorsWithCodes):
     S035 = ("{path}: no sentences found ({reader} reader). The file is empty or holds only "
             "document headers; check that it is the right file.")
     S036 = "{setting} of the {reader} reader must be an integer >= 0; got {value!r}."
+    # S210-S219: reading corpus files (shared by every reader).
+    S210 = ("{path}: not a .spacy file the {reader} reader can read ({reason}). The file is empty, "
+            "cut short or of another format; convert the corpus again (python -m "
+            "spacy_structperc.convert) or check that it is the right file.")
     S040 = "Synthetic data: {setting} must be {requirement}; got {value!r}."
     S041 = ("Synthetic data: to_arrays needs sequences of one length to stack them; got lengths "
             "{lengths}. Generate them with one `length`, or use the sequences one by one.")

@@ -58,8 +58,8 @@ def read_conll2000(path: Union[str, Path], *, warn_inconsistent: bool = True) ->
             first_line = start_line + _first_inconsistent(chunks)
         n_inconsistent += bad
 
-    path = _open_checked(path, CONLL2000_READER)
-    with _text_lines(path, CONLL2000_READER) as f:
+    path = open_checked(path, CONLL2000_READER)
+    with text_lines(path, CONLL2000_READER) as f:
         for lineno, line in enumerate(f, 1):
             text = line.strip()
             if not text:
@@ -122,9 +122,9 @@ def conll2000_docs(vocab: Vocab, path: Union[str, Path], *, part: str = "all",
                    limit: int = 0) -> List[Doc]:
     """Gold Docs (one per sentence) from a CoNLL-2000 file, or from a .spacy file converted
     from one (see spacy_structperc.convert, which applies `part` already)."""
-    path = _open_checked(path, CONLL2000_READER)
+    path = open_checked(path, CONLL2000_READER)
     if path.suffix == ".spacy":
-        docs = list(DocBin().from_disk(path).get_docs(vocab))
+        docs = list(read_docbin(vocab, path, CONLL2000_READER))
         if part != "all":
             docs = select_part(docs, part, heldout)
     else:
@@ -211,17 +211,29 @@ class _ColumnReader:
             self.document += 1
 
 
-def _open_checked(path: Union[str, Path], reader: str) -> Path:
+# Opening corpus files: every reader of this package (CoNLL-2000, CoNLL-2003, IOB2, CoNLL-2001,
+# CoNLL-U clauses, and the .spacy files of each and of the documents corpus) opens its files
+# through these, so they fail the same way: a missing file is S034, text that is not UTF-8 S125
+# naming the file, line and byte, a .spacy file that cannot be read S210, and a file without
+# sentences S035 (each reader checks the last after parsing). A UTF-8 byte-order mark is
+# dropped, and lines end at "\n", "\r\n" or "\r" (as open() reads text).
+
+
+def open_checked(path: Union[str, Path], reader: str) -> Path:
+    """`path` as a Path; FileNotFoundError S034 when there is no such file."""
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(Errors.S034.format(path=path, reader=reader))
     return path
 
 
-def _text_lines(path: Path, reader: str) -> io.StringIO:
+
+def text_lines(path: Union[str, Path], reader: str) -> io.StringIO:
     """The file's lines as text: UTF-8, a byte-order mark dropped (Windows editors write one,
-    and it would stick to the first word), newlines as open() reads them. Not UTF-8 (say,
-    Latin-1): S125 naming the file, line and byte."""
+    and it would stick to the first word or make the first line malformed), newlines as open()
+    reads them. A missing file: S034; not UTF-8 (say, Latin-1): S125 naming the file, line and
+    byte."""
+    path = open_checked(path, reader)
     data = path.read_bytes()
     try:
         text = data.decode("utf-8-sig")
@@ -231,6 +243,24 @@ def _text_lines(path: Path, reader: str) -> io.StringIO:
         raise ValueError(Errors.S125.format(path=path, line=line, byte=start, bad=data[start:start + 4],
                                             reader=reader)) from None
     return io.StringIO(text, newline=None)
+
+
+
+def read_docbin(vocab: Vocab, path: Union[str, Path], reader: str) -> Iterator[Doc]:
+    """The Docs of a .spacy file, one at a time: S034 when missing, S210 when it is not a DocBin
+    (empty, cut short or another format), S035 when it holds no Doc."""
+    path = open_checked(path, reader)
+    n = 0
+    try:
+        for doc in DocBin().from_disk(path).get_docs(vocab):
+            n += 1
+            yield doc
+    except Exception as e:   # zlib, msgpack and numpy each raise their own types on damage
+        if isinstance(e, ValueError) and str(e).startswith("[S"):
+            raise
+        raise ValueError(Errors.S210.format(path=path, reader=reader, reason=f"{type(e).__name__}: {e}")) from None
+    if not n:
+        raise ValueError(Errors.S035.format(path=path, reader=reader))
 
 
 def _valid_tag(tag: str) -> bool:
@@ -251,9 +281,9 @@ def read_conll2003(path: Union[str, Path]) -> List[NerSentence]:
     IOB1 allows I-X after O, so no tag sequence is reported as inconsistent; the two B-MISC
     after O in eng.train read as the start of an entity, as conlleval reads them.
     """
-    path = _open_checked(path, CONLL2003_READER)
+    path = open_checked(path, CONLL2003_READER)
     state = _ColumnReader(path)
-    with _text_lines(path, CONLL2003_READER) as f:
+    with text_lines(path, CONLL2003_READER) as f:
         for lineno, line in enumerate(f, 1):
             fields = line.split()
             if not fields:
@@ -282,10 +312,10 @@ def read_iob2(path: Union[str, Path], *, warn_inconsistent: bool = True) -> List
     continue an entity of type X are read the conlleval way (each starts an entity) and
     reported once per file with a count (W010).
     """
-    path = _open_checked(path, IOB2_READER)
+    path = open_checked(path, IOB2_READER)
     state = _ColumnReader(path)
     n_fields = 0
-    with _text_lines(path, IOB2_READER) as f:
+    with text_lines(path, IOB2_READER) as f:
         for lineno, line in enumerate(f, 1):
             text = line.strip()
             if not text:
@@ -364,11 +394,9 @@ def ner_docs(vocab: Vocab, path: Union[str, Path], *, reader: str, part: str = "
     one per sentence, or from a .spacy file converted from one (one per Doc it holds; part and
     heldout then count those Docs)."""
     _validate_ner_settings(part, heldout, limit, reader)
-    path = _open_checked(path, reader)
+    path = open_checked(path, reader)
     if path.suffix == ".spacy":
-        docs = list(DocBin().from_disk(path).get_docs(vocab))
-        if not docs:
-            raise ValueError(Errors.S035.format(path=path, reader=reader))
+        docs = list(read_docbin(vocab, path, reader))
         docs = select_ner_part(docs, part, heldout, limit, reader)
         return docs if pos else [_without_tags(vocab, d) for d in docs]
     sentences = read_conll2003(path) if reader == CONLL2003_READER else read_iob2(path)

@@ -203,3 +203,137 @@ def test_scoring_the_reference_against_itself_is_perfect(tmp_path):
     scores = score_chunks(examples)
     assert scores["spans_chunks_f"] == 1.0
     assert sorted(scores["spans_chunks_per_type"]) == ["NP", "PP", "VP"]
+
+
+# Every reader opens its files the same way (readers.text_lines / read_docbin) -----------------------
+# Before the shared opening, the clause readers gave a bare UnicodeDecodeError without file or line
+# for a Latin-1 file, the CoNLL-2001 reader kept a BOM on the first word, the UD clause reader
+# read a BOM as a malformed line (S205 at line 1) and returned 0 sentences for an empty or
+# comments-only file, a DEPREL `_` was a label named "_", and a damaged .spacy file gave zlib's
+# or msgpack's own error.
+
+def _conllu(words):
+    n = len(words)
+    rows = [f"{i}\t{w}\t{w.lower()}\tNOUN\tNN\t_\t{0 if i == 1 else 1}\t{'root' if i == 1 else 'dep'}\t_\t_"
+            for i, w in enumerate(words, 1)]
+    assert n == len(rows)
+    return "# text = " + " ".join(words) + "\n" + "\n".join(rows) + "\n\n"
+
+
+def _text_readers():
+    from spacy_structperc.clauses import conll2001, ud
+    from spacy_structperc.readers import (CONLL2000_READER, CONLL2003_READER, IOB2_READER, read_conll2000,
+                                          read_conll2003, read_iob2)
+    line = lambda template: (lambda words: "".join(template.format(w=w) for w in words) + "\n")
+    # name: (sentence text of some words, first sentence's words of a file, registered reader name)
+    return {
+        "conll2000": (line("{w} NN B-NP\n"), lambda p: read_conll2000(p)[0][0], CONLL2000_READER),
+        "conll2003": (line("{w} NN I-NP B-PER\n"), lambda p: read_conll2003(p)[0].words, CONLL2003_READER),
+        "iob2": (line("{w}\tB-protein\n"), lambda p: read_iob2(p)[0].words, IOB2_READER),
+        "conll2001": (line("{w} NN (S*S)\n"), lambda p: conll2001.read_conll2001(p)[0].words, conll2001.READER),
+        "ud_clauses": (_conllu, lambda p: list(ud.read_conllu_sentences(p))[0]["words"], ud.READER),
+    }
+
+
+TEXT_READERS = ["conll2000", "conll2003", "iob2", "conll2001", "ud_clauses"]
+
+
+@pytest.mark.parametrize("name", TEXT_READERS)
+def test_every_reader_drops_a_byte_order_mark(name, tmp_path):
+    sentence, first_words, _ = _text_readers()[name]
+    path = tmp_path / "bom.txt"
+    path.write_bytes(b"\xef\xbb\xbf" + sentence(["Confidence", "in"]).encode("utf8"))
+    assert first_words(path) == ["Confidence", "in"]
+
+
+@pytest.mark.parametrize("name", TEXT_READERS)
+def test_every_reader_reads_windows_line_ends_as_unix_ones(name, tmp_path):
+    sentence, first_words, _ = _text_readers()[name]
+    text = sentence(["Confidence", "in"]) + sentence(["the", "pound"])
+    (tmp_path / "lf.txt").write_bytes(text.encode("utf8"))
+    (tmp_path / "crlf.txt").write_bytes(text.replace("\n", "\r\n").encode("utf8"))
+    assert first_words(tmp_path / "crlf.txt") == first_words(tmp_path / "lf.txt") == ["Confidence", "in"]
+
+
+@pytest.mark.parametrize("name", TEXT_READERS)
+def test_every_reader_names_file_line_and_byte_of_text_that_is_not_utf8(name, tmp_path):
+    sentence, first_words, reader = _text_readers()[name]
+    path = tmp_path / "latin1.txt"
+    good = sentence(["Confidence"])
+    data = (good + sentence(["café"])).encode("latin-1")
+    path.write_bytes(data)
+    byte = data.index(b"\xe9")
+    n_line = data.count(b"\n", 0, byte) + 1
+    assert n_line > 2
+    with pytest.raises(ValueError, match=rf"^\[S125\] {path}.*line {n_line}, byte {byte}.*{reader}"):
+        first_words(path)
+
+
+@pytest.mark.parametrize("name", TEXT_READERS)
+@pytest.mark.parametrize("content", ["", "\n\n", "\ufeff", "# a comment only\n# and another\n"])
+def test_every_reader_refuses_a_file_without_sentences(name, content, tmp_path):
+    sentence, first_words, reader = _text_readers()[name]
+    if content.startswith("#") and name != "ud_clauses":
+        return   # a comment is CoNLL-U's; elsewhere it is a malformed line (S015, S030, S031, S200)
+    (tmp_path / "empty.txt").write_bytes(content.encode("utf8"))
+    with pytest.raises(ValueError, match=rf"^\[S035\].*{reader}"):
+        first_words(tmp_path / "empty.txt")
+    with pytest.raises(FileNotFoundError, match=rf"^\[S034\].*{reader}"):
+        first_words(tmp_path / "missing.txt")
+
+
+def _docbin_readers():
+    from spacy_structperc.clauses.conll2001 import conll2001_docs
+    from spacy_structperc.documents import DocumentsCorpus
+    from spacy_structperc.readers import CONLL2003_READER, IOB2_READER, conll2000_docs, ner_docs
+
+    nlp = spacy.blank("en")
+    return {
+        "conll2000": lambda p: conll2000_docs(nlp.vocab, p),
+        "conll2003": lambda p: ner_docs(nlp.vocab, p, reader=CONLL2003_READER),
+        "iob2": lambda p: ner_docs(nlp.vocab, p, reader=IOB2_READER),
+        "conll2001": lambda p: conll2001_docs(nlp.vocab, p),
+        "documents": lambda p: list(DocumentsCorpus(p)(nlp)) if p.exists() else DocumentsCorpus(p),
+    }
+
+
+@pytest.mark.parametrize("name", ["conll2000", "conll2003", "iob2", "conll2001", "documents"])
+def test_every_reader_refuses_a_damaged_or_empty_spacy_file(name, tmp_path):
+    read = _docbin_readers()[name]
+    vocab = spacy.blank("en").vocab
+    DocBin(docs=[Doc(vocab, words=["Confidence", "in", "the", "pound"])]).to_disk(tmp_path / "good.spacy")
+    good = (tmp_path / "good.spacy").read_bytes()
+    assert len(read(tmp_path / "good.spacy")) == 1
+    for cut in (0, 1, len(good) // 2, len(good) - 1):
+        (tmp_path / "bad.spacy").write_bytes(good[:cut])
+        with pytest.raises(ValueError, match=rf"^\[S210\] {tmp_path / 'bad.spacy'}"):
+            read(tmp_path / "bad.spacy")
+    DocBin().to_disk(tmp_path / "none.spacy")
+    with pytest.raises(ValueError, match=r"^\[S035\]"):
+        read(tmp_path / "none.spacy")
+    with pytest.raises((FileNotFoundError, ValueError), match=r"^\[S034\]"):
+        read(tmp_path / "missing.spacy")
+
+
+def test_a_conllu_underscore_is_missing_never_a_label_named_underscore(tmp_path):
+    from spacy_structperc.clauses.ud import conllu_clause_docs
+
+    rows = ["1\tThey\tthey\tPRON\tPRP\t_\t2\tnsubj\t_\t_",
+            "2\tsaw\tsee\tVERB\tVBD\t_\t0\troot\t_\t_",
+            "3\tit\tit\t_\t_\t_\t2\t_\t_\t_",
+            "4\t.\t.\tPUNCT\t.\t_\t2\tpunct\t_\t_"]
+    (tmp_path / "x.conllu").write_text("\n".join(rows) + "\n\n", encoding="utf8")
+    doc = conllu_clause_docs(spacy.blank("en").vocab, tmp_path / "x.conllu")[0]
+    assert "_" not in [t.dep_ for t in doc] + [t.tag_ for t in doc] + [t.pos_ for t in doc]
+    it = doc[2]
+    assert (it.dep_, it.tag_, it.pos_, it.has_head(), it.has_dep()) == ("", "", "", False, False)
+    assert [(t.dep_, t.head.i) for t in doc if t.i != 2] == [("nsubj", 1), ("ROOT", 1), ("punct", 1)]
+    assert [(s.start, s.end) for s in doc.spans["clauses"]] == [(0, 4)]
+
+
+@pytest.mark.parametrize("file_format", ["conll2001", "ud-clauses"])
+def test_convert_reports_a_coded_error_for_clause_files_that_are_not_utf8(file_format, tmp_path, capsys):
+    text = _text_readers()["conll2001" if file_format == "conll2001" else "ud_clauses"][0](["café"])
+    (tmp_path / "in.txt").write_bytes(text.encode("latin-1"))
+    assert convert_main([str(tmp_path / "in.txt"), str(tmp_path / "out"), "--format", file_format]) == 1
+    assert "[S125]" in capsys.readouterr().err

@@ -13,12 +13,13 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator, List, NamedTuple, Optional, Tuple, Union
 
 from spacy.language import Language
-from spacy.tokens import Doc, DocBin, Span
+from spacy.tokens import Doc, Span
 from spacy.training import Example
 from spacy.util import registry
 from spacy.vocab import Vocab
 
 from ..errors import Errors
+from ..readers import read_docbin, text_lines
 from ..scorers import iob_to_chunks, split_tag
 
 READER = "spacy-structperc.conll2001_reader.v1"
@@ -80,10 +81,11 @@ def _is_chunk_tag(field: str) -> bool:
 
 
 def read_conll2001(path: Union[str, Path]) -> List[ClauseSentence]:
-    """Parse a CoNLL-2001-style clause file into sentences (see the module docstring)."""
+    """Parse a CoNLL-2001-style clause file into sentences (see the module docstring). The file
+    is opened as every reader opens one (readers.text_lines): a missing file is S034, text that
+    is not UTF-8 S125 naming the file, line and byte, a byte-order mark dropped; a file without
+    sentences is S035."""
     path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(Errors.S034.format(path=path, reader=READER))
     sentences: List[ClauseSentence] = []
     rows: List[Tuple[int, List[str]]] = []
 
@@ -98,7 +100,7 @@ def read_conll2001(path: Union[str, Path]) -> List[ClauseSentence]:
         sentences.append(ClauseSentence(words, tags, chunks, clauses, rows[0][0]))
         rows.clear()
 
-    with path.open(encoding="utf8") as f:
+    with text_lines(path, READER) as f:
         for lineno, line in enumerate(f, 1):
             fields = line.split()
             if not fields:
@@ -151,9 +153,7 @@ def conll2001_docs(vocab: Vocab, path: Union[str, Path], *, spans_key: str = "cl
     """Gold Docs from a CoNLL-2001 file, or from a .spacy file converted from one."""
     path = Path(path)
     if path.suffix == ".spacy":
-        if not path.exists():
-            raise FileNotFoundError(Errors.S034.format(path=path, reader=READER))
-        docs = list(DocBin().from_disk(path).get_docs(vocab))
+        docs = list(read_docbin(vocab, path, READER))
     else:
         sentences = read_conll2001(path)
         docs = [sentence_to_doc(vocab, s, spans_key) for s in (sentences[:limit] if limit else sentences)]

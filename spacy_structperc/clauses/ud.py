@@ -40,6 +40,7 @@ from spacy.util import registry
 from spacy.vocab import Vocab
 
 from ..errors import Errors
+from ..readers import text_lines
 from .conll2001 import CLAUSE_LABEL, input_copy
 
 READER = "spacy-structperc.ud_clauses_reader.v1"
@@ -191,11 +192,13 @@ def doc_ud_clauses(doc: Doc) -> List[Clause]:
 def read_conllu_sentences(path: Union[str, Path]) -> Iterator[dict]:
     """Sentences of a CoNLL-U file: words, spaces, upos, xpos, feats, heads (-1 root), deps, line.
     Multiword-token lines and empty nodes are skipped. Malformed lines raise S205, sentences that
-    are not trees S206 (naming file and line)."""
+    are not trees S206 (naming file and line). A column that is `_` (UPOS, XPOS, FEATS, DEPREL)
+    is missing: "" here, never a value named "_". The file is opened as every reader opens one
+    (readers.text_lines: S034, S125 naming file, line and byte, a byte-order mark dropped), and
+    a file without sentences (empty, or comments only) is S035."""
     path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(Errors.S034.format(path=path, reader=READER))
     rows: List[Tuple[int, List[str]]] = []
+    missing = lambda value: "" if value == "_" else value
 
     def sentence(last_line: int) -> dict:
         n = len(rows)
@@ -217,16 +220,18 @@ def read_conllu_sentences(path: Union[str, Path]) -> Iterator[dict]:
                 seen.add(j)
                 j = heads[j]
         return {"words": [f[1] for _, f in rows], "spaces": ["SpaceAfter=No" not in f[9] for _, f in rows],
-                "upos": [f[3] for _, f in rows], "xpos": [f[4] if f[4] != "_" else "" for _, f in rows],
-                "feats": [f[5] if f[5] != "_" else "" for _, f in rows], "heads": heads,
-                "deps": [f[7] for _, f in rows], "line": rows[0][0]}
+                "upos": [missing(f[3]) for _, f in rows], "xpos": [missing(f[4]) for _, f in rows],
+                "feats": [missing(f[5]) for _, f in rows], "heads": heads,
+                "deps": [missing(f[7]) for _, f in rows], "line": rows[0][0]}
 
-    with path.open(encoding="utf8") as fh:
+    n_sentences = 0
+    with text_lines(path, READER) as fh:
         lineno = 0
         for lineno, line in enumerate(fh, 1):
             line = line.rstrip("\n")
             if not line.strip():
                 if rows:
+                    n_sentences += 1
                     yield sentence(lineno)
                     rows = []
                 continue
@@ -241,18 +246,30 @@ def read_conllu_sentences(path: Union[str, Path]) -> Iterator[dict]:
                 raise ValueError(Errors.S205.format(path=path, line=lineno, text=line))
             rows.append((lineno, fields))
         if rows:
+            n_sentences += 1
             yield sentence(lineno)
+    if not n_sentences:
+        raise ValueError(Errors.S035.format(path=path, reader=READER))
 
 
 def conllu_clause_docs(vocab: Vocab, path: Union[str, Path], *, spans_key: str = "clauses",
                        limit: int = 0) -> List[Doc]:
     """Gold Docs from a CoNLL-U file: words, XPOS in token.tag_, UPOS in token.pos_, the tree,
-    and the clauses of `ud_clauses` in doc.spans[spans_key]."""
+    and the clauses of `ud_clauses` in doc.spans[spans_key]. A missing (`_`) XPOS or UPOS is a
+    token without a tag or POS; a missing DEPREL a token without an arc (spaCy keeps no head
+    without a label: Token.has_head() is false, which the parser reads as missing), though the
+    clause rule still follows the file's head."""
     docs = []
     for s in read_conllu_sentences(path):
-        doc = Doc(vocab, words=s["words"], spaces=s["spaces"], tags=s["xpos"] or None, pos=s["upos"],
+        upos = s["upos"]
+        doc = Doc(vocab, words=s["words"], spaces=s["spaces"], tags=s["xpos"],
+                  pos=upos if all(upos) else None,
                   heads=[h if h >= 0 else i for i, h in enumerate(s["heads"])],
-                  deps=["ROOT" if h < 0 else d for h, d in zip(s["heads"], s["deps"])])
+                  deps=["ROOT" if h < 0 else (d or None) for h, d in zip(s["heads"], s["deps"])])
+        if not all(upos):
+            for token, u in zip(doc, upos):
+                if u:
+                    token.pos_ = u
         clauses = ud_clauses(s["heads"], s["deps"], s["upos"], s["xpos"], s["feats"])
         doc.spans[spans_key] = [Span(doc, a, b, label=CLAUSE_LABEL) for a, b in clauses]
         docs.append(doc)
