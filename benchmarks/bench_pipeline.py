@@ -17,7 +17,15 @@
    included, one process, best of ``--repeats``), and with ``spacy benchmark speed`` on the same
    documents (which times the pipeline's components on pre-tokenized Docs).
 
+4. Load: ``spacy.load`` of each pipeline in a fresh process (bench_speed.py's ``measure_load``),
+   ours and spaCy's alternately, ``--load-repeats`` times each: the best load time (imports
+   apart), the median RSS right after the load, and the pipeline's size on disk.
+
+``--pipeline DIR`` benchmarks an assembled pipeline instead of training one (the one
+``spacy project run all`` builds: training/pipeline_en).
+
     python benchmarks/bench_pipeline.py --quick
+    python benchmarks/bench_pipeline.py --pipeline training/pipeline_en
     python benchmarks/bench_pipeline.py --tagger-parser benchmarks/.work/runs/full/sents/structperc/model/model-best
 """
 from __future__ import annotations
@@ -107,15 +115,54 @@ def time_raw(nlp, texts: List[str], n_words: int, repeats: int) -> float:
 
 
 def run_structperc(data_root: str, out_dir: str, tagger_parser: str, epochs: int, n_sentences: int,
-                   repeats: int, quick: bool) -> Dict[str, Any]:
+                   repeats: int, quick: bool, pipeline: str = "") -> Dict[str, Any]:
     import spacy
-    from spacy.util import load_config, load_model_from_config
 
     import spacy_structperc  # noqa: F401
 
     root, out = Path(data_root), Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    runs: Dict[str, Any] = {}
+    if pipeline:
+        model_dir = Path(pipeline)
+    else:
+        model_dir = out / "assembled"
+        runs = train_and_assemble(root, out, tagger_parser, epochs, quick, model_dir)
+    nlp = spacy.load(model_dir)
+    texts = corpus_texts(root, n_sentences)
+    texts["readme"] = README_TEXTS
+    metrics: Dict[str, Any] = {}
+    failures: Dict[str, List[str]] = {}
+    for name, batch in texts.items():
+        errors = missing = 0
+        for text in batch:
+            try:
+                doc = nlp(text)
+            except Exception as e:  # counted: the target is none
+                errors += 1
+                failures.setdefault(name, []).append(f"{type(e).__name__}: {e}"[:300])
+                continue
+            missing += bool(missing_annotation(doc))
+        metrics[f"{name}_texts"] = len(batch)
+        metrics[f"{name}_errors"] = errors
+        metrics[f"{name}_missing_annotation"] = missing
+    docs_path = ewt_documents(root, out / "ewt_test_docs.spacy", nlp.vocab)
+    gold = C.load_docs(docs_path, nlp.vocab)
+    n_words = C.count_tokens(gold)
+    metrics["raw_wps"] = time_raw(nlp, [d.text for d in gold], n_words, repeats)
+    metrics["benchmark_speed_wps"] = benchmark_speed_cli(str(model_dir), docs_path)
+    return {"metrics": metrics, "details": {"train": runs, "model_dir": str(model_dir), "failures": failures,
+                                            "pipe_names": nlp.pipe_names}}
+
+
+def train_and_assemble(root: Path, out: Path, tagger_parser: str, epochs: int, quick: bool,
+                       model_dir: Path) -> Dict[str, Any]:
+    """Train the chunker, clause identifier and NER (and the tagger + parser when tagger_parser
+    is not a trained pipeline) and assemble them with configs/pipeline_en.cfg in model_dir."""
+    from spacy.util import load_config, load_model_from_config
+
     train_args = ["--training.max_epochs", str(epochs)] + (["--corpora.train.limit", "300", "--corpora.dev.limit", "100"] if quick else [])
-    runs = {}
+    runs: Dict[str, Any] = {}
     if not tagger_parser or not Path(tagger_parser).exists():
         ewt = out / "ewt"
         ewt.mkdir(parents=True, exist_ok=True)
@@ -139,33 +186,9 @@ def run_structperc(data_root: str, out_dir: str, tagger_parser: str, epochs: int
     config = load_config(C.REPO_ROOT / "configs" / "pipeline_en.cfg", interpolate=False, overrides={
         "paths.tagger_parser": str(tagger_parser), "paths.chunker": runs["chunker"]["model_dir"],
         "paths.clauses": runs["clauses"]["model_dir"], "paths.ner": runs["ner"]["model_dir"]})
-    nlp = load_model_from_config(config, auto_fill=True)
-    nlp.to_disk(out / "assembled")
-    nlp = spacy.load(out / "assembled")
-    texts = corpus_texts(root, n_sentences)
-    texts["readme"] = README_TEXTS
-    metrics: Dict[str, Any] = {}
-    failures: Dict[str, List[str]] = {}
-    for name, batch in texts.items():
-        errors = missing = 0
-        for text in batch:
-            try:
-                doc = nlp(text)
-            except Exception as e:  # counted: the target is none
-                errors += 1
-                failures.setdefault(name, []).append(f"{type(e).__name__}: {e}"[:300])
-                continue
-            missing += bool(missing_annotation(doc))
-        metrics[f"{name}_texts"] = len(batch)
-        metrics[f"{name}_errors"] = errors
-        metrics[f"{name}_missing_annotation"] = missing
-    docs_path = ewt_documents(root, out / "ewt_test_docs.spacy", nlp.vocab)
-    gold = C.load_docs(docs_path, nlp.vocab)
-    n_words = C.count_tokens(gold)
-    metrics["raw_wps"] = time_raw(nlp, [d.text for d in gold], n_words, repeats)
-    metrics["benchmark_speed_wps"] = benchmark_speed_cli(str(out / "assembled"), docs_path)
-    return {"metrics": metrics, "details": {"train": runs, "tagger_parser": str(tagger_parser),
-                                            "failures": failures, "pipe_names": nlp.pipe_names}}
+    load_model_from_config(config, auto_fill=True).to_disk(model_dir)
+    runs["tagger_parser_dir"] = str(tagger_parser)
+    return runs
 
 
 def run_spacy(data_root: str, out_dir: str, max_steps: int, repeats: int, quick: bool) -> Dict[str, Any]:
@@ -204,7 +227,28 @@ def run_spacy(data_root: str, out_dir: str, max_steps: int, repeats: int, quick:
                "benchmark_speed_wps": benchmark_speed_cli(run["model_dir"], docs_path),
                "train_seconds": run["seconds"]}
     return {"setting": f"tagger+parser+ner, shared tok2vec, efficiency cfg, {run['steps']} steps",
-            "metrics": metrics, "details": {"train": run}}
+            "metrics": metrics, "details": {"train": run, "model_dir": run["model_dir"]}}
+
+
+def measure_loads(models: Dict[str, str], repeats: int, run_dir: Path, errors: Dict[str, str]) -> Dict[str, Dict[str, Any]]:
+    """spacy.load of each system's pipeline in fresh processes, the systems alternating:
+    {system: {load_seconds (best), import_seconds (best), rss_after_load_mb (median), disk_mb}}."""
+    import statistics
+
+    bench_speed = Path(__file__).with_name("bench_speed.py")
+    loads: Dict[str, List[Dict[str, Any]]] = {system: [] for system in models}
+    for i in range(repeats):
+        for system, model_dir in models.items():
+            label = f"load {system} ({i + 1})"
+            res = C.run_job(bench_speed, "measure_load", {"model_dir": model_dir, "plugin": system == "structperc"},
+                            label, run_dir / f"{C.slug(label)}.log", errors)
+            if res:
+                loads[system].append(res["metrics"])
+    return {system: {"load_seconds": min(r["load_seconds"] for r in rows),
+                     "import_seconds": min(r["import_seconds"] for r in rows),
+                     "rss_after_load_mb": statistics.median(r["rss_after_load_mb"] for r in rows),
+                     "disk_mb": C.dir_bytes(Path(models[system])) / 1e6}
+            for system, rows in loads.items() if rows}
 
 
 def main(argv=None) -> int:
@@ -218,6 +262,8 @@ def main(argv=None) -> int:
     p.add_argument("--spacy-max-steps", type=int, default=1000)
     p.add_argument("--n-sentences", type=int, default=1000)
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--load-repeats", type=int, default=3)
+    p.add_argument("--pipeline", default="", help="an assembled pipeline to benchmark instead of training one")
     args = p.parse_args(argv)
     root = (args.data_root or C.default_data_root()).resolve()
     work = args.work_dir.resolve()
@@ -230,12 +276,13 @@ def main(argv=None) -> int:
              {"data_root": str(root), "out_dir": str(run_dir / "structperc"),
               "tagger_parser": "" if args.quick else args.tagger_parser, "epochs": 1 if args.quick else args.epochs,
               "n_sentences": 50 if args.quick else args.n_sentences, "repeats": 1 if args.quick else args.repeats,
-              "quick": args.quick}),
+              "quick": args.quick, "pipeline": str(Path(args.pipeline).resolve()) if args.pipeline else ""}),
             ("spacy", None, "run_spacy",
              {"data_root": str(root), "out_dir": str(run_dir / "spacy"),
               "max_steps": 50 if args.quick else args.spacy_max_steps, "repeats": 1 if args.quick else args.repeats,
               "quick": args.quick})]
     rows, details, errors = [], {}, {}
+    settings, models = {}, {}
     for system, setting, func, kwargs in jobs:
         label = f"{system} | {setting or func}"
         print(label, flush=True)
@@ -243,10 +290,14 @@ def main(argv=None) -> int:
         if res is None:
             continue
         setting = setting or res["setting"]
+        settings[system], models[system] = setting, res["details"]["model_dir"]
         C.show_metrics(setting, res["metrics"], res["seconds"])
         rows += [C.make_row(system, setting, k, v, dataset=DATASET) for k, v in res["metrics"].items() if v is not None]
         details[f"{system} | {setting}"] = dict(res.get("details", {}), load_avg_before=res["load_avg_before"],
                                                 load_avg_after=res["load_avg_after"])
+    for system, metrics in measure_loads(models, 1 if args.quick else args.load_repeats, run_dir, errors).items():
+        C.show_metrics(settings[system] + " (load)", metrics, 0.0)
+        rows += [C.make_row(system, settings[system], k, v, dataset=DATASET) for k, v in metrics.items()]
     C.save_results(results_dir / f"{COMPONENT}.json", COMPONENT, rows, details, replace=lambda r: False,
                    errors=errors, command=command, quick=args.quick,
                    notes=["raw_wps: gold words per second of nlp.pipe over the raw text of the EWT test split "
@@ -255,6 +306,9 @@ def main(argv=None) -> int:
                           "(components only: spaCy's benchmark tokenizes before timing)",
                           "*_errors / *_missing_annotation: over nlp(text) of the first n test sentences of each corpus "
                           "and the README's examples",
+                          "load_seconds: spacy.load in a fresh process, best of --load-repeats, imports apart "
+                          "(import_seconds); rss_after_load_mb: the median RSS right after it; disk_mb: the "
+                          "pipeline directory",
                           "the machine is shared (2 cores): see load_avg_* in the details; ratios in one run are fair"])
     print(f"done in {time.time() - t0:.0f}s", flush=True)
     return 1 if errors else 0
