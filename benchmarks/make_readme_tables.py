@@ -1,18 +1,19 @@
-"""Rewrite the benchmark tables in README.md from ``benchmarks/results/*.json``.
+"""Rewrite the benchmark tables in README.md and docs/*.md from ``benchmarks/results/*.json``.
 
 For every results file ``benchmarks/results/<component>.json`` the block between
 
     <!-- bench:<component>:start -->
     <!-- bench:<component>:end -->
 
-in README.md is replaced by a Markdown table: one line per (system, setting), one column per
-metric, rows of one split (default ``test``). ``speed.json`` (bench_speed.py) gets tables of its
-own, ours beside spaCy per task with the issue-14 targets (and our figures from
-``speed_baseline.json`` when present), and its plot ``speed.png``. A README without the markers for a component is left
-alone and the table is printed instead.
+in whichever page holds it (README.md or a page of docs/) is replaced by a Markdown table: one
+line per (system, setting), one column per metric, rows of one split (default ``test``).
+``speed.json`` (bench_speed.py) gets tables of its own, ours beside spaCy per task with the
+issue-14 targets (and our figures from ``speed_baseline.json`` when present), and its plot
+``speed.png``. ``<!-- bench:summary:... -->`` (the README's component table) is built from
+several files (SUMMARY). A results file whose markers are in no page is printed instead.
 
-    python benchmarks/make_readme_tables.py            # rewrite README.md, print what changed
-    python benchmarks/make_readme_tables.py --check    # exit 1 if README.md is out of date
+    python benchmarks/make_readme_tables.py            # rewrite the pages, print what changed
+    python benchmarks/make_readme_tables.py --check    # exit 1 if a page is out of date
     python benchmarks/make_readme_tables.py --print    # print the tables, touch nothing
 """
 from __future__ import annotations
@@ -440,8 +441,152 @@ def build_tune_table(curves: List[Dict[str, Any]]) -> Optional[str]:
     return "\n".join(lines)
 
 
+# ---------------------------------------------------------------------------------------------
+# The README's component table: one row per component, each cell from the results file that
+# measured it. A source is (results file, system, setting, dataset); setting "x*" matches any
+# setting starting with "x", None any setting; dataset None any dataset. The first source that
+# has every metric of the cell wins, so a row regenerates from newer files as they appear.
+
+Source = Tuple[str, str, Optional[str], Optional[str]]
+
+SPEED_OURS = "structperc"
+SUMMARY: List[Dict[str, Any]] = [
+    {"name": "`structperc_tagger`", "writes": "`token.tag_` (XPOS)",
+     "paper": "Collins 2002; Tsuruoka et al. 2011", "corpus": "UD English EWT", "metrics": ["tag_acc"],
+     "ours": [("speed", SPEED_OURS, "tagger (ours)", None), ("tagger", "structperc_tagger", "default", None)],
+     "spacy": [("tagger", "spacy", None, None)],
+     "published": "97.28 (WSJ; Tsuruoka et al. 2011, Table 1)",
+     "wps": [("speed", SPEED_OURS, "tagger (ours)", None), ("speed", "spacy", "tagger (*", None)]},
+    {"name": "`structperc_tagger`", "writes": "`token.pos_` (universal POS)",
+     "paper": "", "corpus": "UD English EWT", "metrics": ["pos_acc"],
+     "ours": [("speed", SPEED_OURS, "tagger (ours)", None), ("tagger", "structperc_tagger", "default", None)],
+     "spacy": [("tagger", "spacy", None, None)], "published": "", "wps": []},
+    {"name": "`structperc_parser`", "writes": "`token.head`, `token.dep_`, sentences",
+     "paper": "Nivre 2004; Huang et al. 2012; Collins 2001 (reranking)", "corpus": "UD English EWT",
+     "metrics": ["dep_uas", "dep_las"],
+     "ours": [("speed", SPEED_OURS, "tagger+parser (ours)", None)],
+     "spacy": [("parser", "spacy", None, None)],
+     "published": "92.18 UAS (WSJ, unlabelled; Huang et al. 2012)",
+     "wps": [("speed", SPEED_OURS, "tagger+parser (ours)", None), ("speed", "spacy", "tagger+parser (*", None)]},
+    {"name": "`structperc_chunker`", "writes": "`doc.spans[\"chunks\"]`",
+     "paper": "Tsuruoka et al. 2011 (Sha & Pereira 2003 features)", "corpus": "CoNLL-2000",
+     "metrics": ["spans_chunks_f"],
+     "ours": [("chunker", "structperc_chunker", "default", None)],
+     "spacy": [("chunker", "spacy_ner", None, None)],
+     "published": "93.81 (CoNLL-2000; Tsuruoka et al. 2011, Table 2)",
+     "wps": [("speed", SPEED_OURS, "chunker (with tagger) (ours)", None),
+             ("speed", "spacy", "chunker (with tagger) (*", None)]},
+    {"name": "`structperc_clauses`", "writes": "`doc.spans[\"clauses\"]`",
+     "paper": "Carreras & Màrquez 2003", "corpus": "ptb_clauses", "metrics": ["clauses_f"],
+     "ours": [("clauses", "structperc_clauses", "default", "ptb_clauses")],
+     "spacy": [("clauses", "spacy_spancat", None, "ptb_clauses")],
+     "published": "85.03 (CoNLL-2001; Carreras & Màrquez 2003, Table 1)",
+     "wps": [("clauses", "structperc_clauses", "default", "ptb_clauses"),
+             ("clauses", "spacy_spancat", None, "ptb_clauses")]},
+    {"name": "`structperc_ner`", "writes": "`doc.ents`",
+     "paper": "Sun et al. 2009", "corpus": "CoNLL-2003", "metrics": ["ents_f"],
+     "ours": [("speed", SPEED_OURS, "ner (with tagger) (ours)", None)],
+     "spacy": [("ner", "spacy_ner", None, "conll2003")],
+     "published": "72.28 (JNLPBA; Tsuruoka et al. 2011, Table 3; ours {jnlpba})",
+     "published_ours": {"jnlpba": ("ner", "structperc_ner", "default", "jnlpba", "ents_f")},
+     "wps": [("speed", SPEED_OURS, "ner (with tagger) (ours)", None),
+             ("speed", "spacy", "ner (with tagger) (*", None)]},
+]
+# Metrics that name one figure under several keys (the clause rows say spans_clauses_f or clauses_f).
+METRIC_ALIASES = {"clauses_f": ("clauses_f", "spans_clauses_f"), "spans_chunks_f": ("spans_chunks_f", "chunks_f"),
+                  "wps": ("wps_gold_words", "predict_wps")}
+
+
+def _source_values(results: Dict[str, Any], source: Source, metrics: Sequence[str],
+                   split: str = "test") -> Optional[Tuple[List[float], Dict[str, Any]]]:
+    """The values of ``metrics`` in the first matching (system, setting, dataset) of a source,
+    and that row's identity; None if the file or a metric is missing."""
+    name, system, setting, dataset = source
+    data = results.get(name)
+    if not isinstance(data, dict):
+        return None
+    groups: Dict[Tuple[str, str, str], Dict[str, Any]] = {}
+    for r in data.get("rows", []):
+        if r.get("split") != split or r.get("system") != system:
+            continue
+        if dataset is not None and r.get("dataset") != dataset:
+            continue
+        if setting is not None and not (r["setting"].startswith(setting[:-1]) if setting.endswith("*")
+                                        else r["setting"] == setting):
+            continue
+        groups.setdefault((r["system"], r["setting"], r["dataset"]), {})[r["metric"]] = r["value"]
+    for (sys_, sett, ds), values in groups.items():
+        found = []
+        for m in metrics:
+            v = next((values[a] for a in METRIC_ALIASES.get(m, (m,)) if a in values), None)
+            if v is None:
+                break
+            found.append(v)
+        else:
+            return found, {"file": name, "system": sys_, "setting": sett, "dataset": ds}
+    return None
+
+
+def _first(results, sources, metrics, split="test"):
+    for source in sources:
+        hit = _source_values(results, source, metrics, split)
+        if hit:
+            return hit
+    return None, None
+
+
+def build_summary_table(results: Dict[str, Any], split: str = "test") -> Optional[str]:
+    """The README's table of the components (SUMMARY) from the loaded results files."""
+    lines = ["| component | writes | method | test score: ours / spaCy | best published | "
+             "words/s: ours / spaCy |", "|---|---|---|---|---|---|"]
+    used: Dict[str, Dict[str, Any]] = {}
+    notes: List[str] = []
+    for spec in SUMMARY:
+        ours, o_src = _first(results, spec["ours"], spec["metrics"], split)
+        peer, p_src = _first(results, spec["spacy"], spec["metrics"], split)
+        score = "–"
+        if ours:
+            score = ", ".join(f"**{100 * o:.2f}** / " + (f"{100 * peer[i]:.2f}" if peer else "–") + f" {_header(m)}"
+                              for i, (m, o) in enumerate(zip(spec["metrics"], ours)))
+            score += f" ({spec['corpus']})"
+        published = spec["published"]
+        for key, (name, system, setting, dataset, metric) in spec.get("published_ours", {}).items():
+            hit = _source_values(results, (name, system, setting, dataset), [metric], split)
+            published = published.replace("{" + key + "}", f"{100 * hit[0][0]:.2f}" if hit else "–")
+            if hit:
+                used.setdefault(name, results[name])
+        wps = "–"
+        if spec["wps"]:
+            o = _source_values(results, spec["wps"][0], ["wps"], split)
+            p = _source_values(results, spec["wps"][1], ["wps"], split)
+            if o:
+                wps = f"{o[0][0]:,.0f} / " + (f"{p[0][0]:,.0f} ({o[0][0] / p[0][0]:.0f}x)" if p else "–")
+                used.setdefault(o[1]["file"], results[o[1]["file"]])
+        lines.append(f"| {spec['name']} | {spec['writes']} | {spec['paper'] or '–'} | {score} | "
+                     f"{published or '–'} | {wps} |")
+        if o_src:
+            used.setdefault(o_src["file"], results[o_src["file"]])
+            note = f"{spec['writes'].split(' (')[0]}: ours `{o_src['file']}.json` ({o_src['setting']})"
+            if p_src:
+                used.setdefault(p_src["file"], results[p_src["file"]])
+                note += f", spaCy `{p_src['file']}.json` ({p_src['setting']})"
+            notes.append(note)
+    if not notes:
+        return None
+    runs = []
+    for name in sorted(used):
+        data = used[name]
+        bits = [str(data.get("date", ""))[:10], str(data.get("git") or "").replace("git ", "")]
+        runs.append(f"`{name}.json` " + ", ".join(b for b in bits if b))
+    lines.append("")
+    lines.append(f"<sub>{split} splits; accuracies in %; words/s of `nlp.pipe` in one process, the chunker "
+                 f"and NER behind our tagger. Sources: {'; '.join(notes)}. Runs: {'; '.join(runs)}. "
+                 "Generated from `benchmarks/results/` by `benchmarks/make_readme_tables.py`.</sub>")
+    return "\n".join(lines)
+
+
 def replace_block(readme: str, component: str, table: str) -> Optional[str]:
-    """README text with the component's block replaced, or None if the markers are missing."""
+    """A page's text with the component's block replaced, or None if the markers are missing."""
     start = f"<!-- bench:{component}:start -->"
     end = f"<!-- bench:{component}:end -->"
     pattern = re.compile(re.escape(start) + r".*?" + re.escape(end), re.S)
@@ -450,28 +595,38 @@ def replace_block(readme: str, component: str, table: str) -> Optional[str]:
     return pattern.sub(lambda _: f"{start}\n{table}\n{end}", readme, count=1)
 
 
+def default_pages() -> List[Path]:
+    """README.md and every page of docs/: where the markers may be."""
+    return [REPO_ROOT / "README.md"] + sorted((REPO_ROOT / "docs").glob("*.md"))
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--results", type=Path, default=BENCH_DIR / "results",
                    help="folder of <component>.json files")
-    p.add_argument("--readme", type=Path, default=REPO_ROOT / "README.md")
+    p.add_argument("--page", "--readme", dest="pages", type=Path, action="append", default=None,
+                   help="a page to rewrite (repeatable; default README.md and docs/*.md)")
     p.add_argument("--split", default="test")
     p.add_argument("--component", action="append", default=None,
                    help="only these components (repeatable)")
-    p.add_argument("--check", action="store_true", help="exit 1 if README.md would change")
+    p.add_argument("--check", action="store_true", help="exit 1 if a page would change")
     p.add_argument("--print", dest="print_only", action="store_true",
-                   help="print the tables, leave README.md alone")
+                   help="print the tables, leave the pages alone")
     args = p.parse_args(argv)
 
     files = sorted(args.results.glob("*.json"))
     if not files:
         print(f"no results in {args.results}", file=sys.stderr)
         return 1
-    readme = args.readme.read_text(encoding="utf8") if args.readme.exists() else None
-    new_readme = readme
+    pages = {path: path.read_text(encoding="utf8") for path in (args.pages or default_pages())
+             if path.exists()}
+    new_pages = dict(pages)
+    results: Dict[str, Any] = {}
+    tables: List[Tuple[str, Optional[str], str]] = []  # (component, table, file name)
     for path in files:
         data = json.loads(path.read_text(encoding="utf8"))
         component = (data.get("component") if isinstance(data, dict) else None) or path.stem
+        results[path.stem] = data
         if args.component and component not in args.component:
             continue
         if component == "speed_baseline":  # shown inside the speed table
@@ -480,35 +635,42 @@ def main(argv=None) -> int:
             base_path = path.with_name("speed_baseline.json")
             baseline = json.loads(base_path.read_text(encoding="utf8")) if base_path.exists() else None
             table = build_speed_table(data, baseline, args.split)
-            if not (args.print_only or args.check):
+            if table is not None and not (args.print_only or args.check):
                 print(f"wrote {make_speed_plot(data, path.with_suffix('.png'), args.split)}")
         elif component.endswith("_tune"):
             table = build_tune_table(data)
         else:
             table = build_table(data, args.split)
+        tables.append((component, table, path.name))
+    if not args.component or "summary" in args.component:
+        tables.append(("summary", build_summary_table(results, args.split), "several files"))
+
+    for component, table, name in tables:
         if table is None:
-            print(f"{path.name}: no {args.split} rows")
+            print(f"{name}: no {args.split} rows")
             continue
-        replaced = replace_block(new_readme, component, table) if new_readme is not None else None
-        if args.print_only or replaced is None:
+        where = [page for page, text in new_pages.items() if f"<!-- bench:{component}:start -->" in text]
+        if args.print_only or not where:
             if not args.print_only:
-                where = "README.md is missing" if readme is None else \
-                    f"no <!-- bench:{component}:start/end --> markers in {args.readme.name}"
-                print(f"{component}: {where}; table not written:")
+                print(f"{component}: no <!-- bench:{component}:start/end --> markers in "
+                      f"{', '.join(pg.name for pg in pages) or 'any page'}; table not written:")
             print(f"\n### {component}\n\n{table}\n")
             continue
-        if replaced != new_readme:
-            print(f"{component}: table updated")
-        else:
-            print(f"{component}: table up to date")
-        new_readme = replaced
-    if args.print_only or readme is None or new_readme == readme:
+        for page in where:
+            replaced = replace_block(new_pages[page], component, table)
+            state = "up to date" if replaced == new_pages[page] else "updated"
+            print(f"{component}: table {state} in {page.relative_to(REPO_ROOT) if page.is_relative_to(REPO_ROOT) else page}")
+            new_pages[page] = replaced
+    changed = [page for page in pages if new_pages[page] != pages[page]]
+    if args.print_only or not changed:
         return 0
     if args.check:
-        print(f"{args.readme} is out of date: run python benchmarks/make_readme_tables.py")
+        for page in changed:
+            print(f"{page} is out of date: run python benchmarks/make_readme_tables.py")
         return 1
-    args.readme.write_text(new_readme, encoding="utf8")
-    print(f"wrote {args.readme}")
+    for page in changed:
+        page.write_text(new_pages[page], encoding="utf8")
+        print(f"wrote {page}")
     return 0
 
 
