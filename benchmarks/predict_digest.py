@@ -1,7 +1,7 @@
 """A digest of everything a trained pipeline predicts, to check that a speed change leaves the
 predictions byte-identical: run it under two builds and compare the lines.
 
-    PYTHONPATH=/work/main python benchmarks/predict_digest.py MODEL_DIR... > before.txt
+    PYTHONPATH=<build before> python benchmarks/predict_digest.py MODEL_DIR... > before.txt
     PYTHONPATH=$PWD python benchmarks/predict_digest.py MODEL_DIR... > after.txt
     diff before.txt after.txt
 
