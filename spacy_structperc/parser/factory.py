@@ -73,7 +73,7 @@ def make_parser(nlp: Language, name: str, model: ParserModel, decoder: str, look
     reranker: optional k-best reranking block (learner, k, kernel, folds, features; collins2001;
         or learner "none" with reverse > 0 and union: a right-to-left model's rescoring, and
         graph > 0 with graph_epochs: a second-order graph model's; tag_flips and tag_weight:
-        tag variants from a tagger with alternatives), see the README's reranking section;
+        tag variants from a tagger with alternatives), see docs/parser.md (reranking);
         null parses with the base model alone.
     """
     return build_pipe(StructuredParser, **locals())
