@@ -31,7 +31,7 @@ genres (lists, emails) have no PTB counterpart. Questions (SQ, SBARQ) and invers
 just clauses here, as they are in the CoNLL-2001 task (all labels S).
 """
 from pathlib import Path
-from typing import AbstractSet, Callable, Iterable, Iterator, List, Optional, Sequence, Set, Tuple, Union
+from typing import AbstractSet, Any, Callable, Iterable, Iterator, List, Optional, Sequence, Set, Tuple, Union
 
 from spacy.language import Language
 from spacy.tokens import Doc, Span
@@ -262,10 +262,11 @@ def conllu_clause_docs(vocab: Vocab, path: Union[str, Path], *, spans_key: str =
     docs = []
     for s in read_conllu_sentences(path):
         upos = s["upos"]
+        # None: a missing DEPREL (spaCy then also drops the head: an arc needs its label)
+        deps: List[Any] = ["ROOT" if h < 0 else (d or None) for h, d in zip(s["heads"], s["deps"])]
         doc = Doc(vocab, words=s["words"], spaces=s["spaces"], tags=s["xpos"],
                   pos=upos if all(upos) else None,
-                  heads=[h if h >= 0 else i for i, h in enumerate(s["heads"])],
-                  deps=["ROOT" if h < 0 else (d or None) for h, d in zip(s["heads"], s["deps"])])
+                  heads=[h if h >= 0 else i for i, h in enumerate(s["heads"])], deps=deps)
         if not all(upos):
             for token, u in zip(doc, upos):
                 if u:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Protocol, Sequence, Tuple, Type, TypeVar, Union
 
 import numpy
+import srsly
 from spacy import util
 from spacy.attrs import ORTH
 from spacy.language import Language
@@ -347,7 +348,8 @@ class PerceptronPipe(TrainablePipe):
             "model": lambda b: staged.__setitem__("model", self.model.parse_bytes(b, self.name)),
         }
         with self._coded_load_errors(None):
-            msg = util.from_bytes(bytes_data, deserialize, exclude)
+            msg = srsly.msgpack_loads(bytes_data)
+            util.from_dict(msg, deserialize, exclude)
             # spaCy skips an entry the data lacks: the component would keep its own under the
             # saved others (a damaged key name did that silently).
             for key in ("cfg", "model"):
