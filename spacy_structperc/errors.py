@@ -44,6 +44,10 @@ class Errors(metaclass=ErrorsWithCodes):
     S016 = "Unknown part {part!r} of the CoNLL-2000 reader; expected one of {options}."
     S017 = "heldout must be an integer >= 0; got {value!r}."
     S018 = "The CoNLL-2000 reader has no path; set it in [paths] (e.g. --paths.train)."
+    # S019-S029: structperc_tagger's universal POS (the `pos` setting).
+    S019 = ("Setting 'pos' of component '{name}' must be \"map\" (each fine tag's most frequent "
+            "universal POS in the training data) or \"predict\" (a second pass predicts it among "
+            "the universal POS the tag was seen with); got {value!r}. It applies with attr = \"tag\".")
     # NER corpus readers and conversion (S030-S039), synthetic latent data (S040-S049)
     S030 = ("{path}, line {line}: expected 'word POS chunk NER' (four fields separated by "
             "whitespace, NER tag O, B-TYPE or I-TYPE), got {text!r}. Fix or remove the line.")

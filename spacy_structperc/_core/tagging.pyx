@@ -3,7 +3,7 @@
 from libc.stdlib cimport calloc, malloc, realloc, free
 from libc.string cimport memcpy, memset
 from libc.math cimport INFINITY
-from libc.stdint cimport int64_t
+from libc.stdint cimport int64_t, uint64_t
 import numpy
 
 from .typedefs cimport hash_t, atom_t, class_t, weight_t
@@ -635,3 +635,23 @@ cdef class TagSystem(TransitionSystem):
     @property
     def gold_labels(self):
         return numpy.array(self._gold, copy=True)
+
+
+def prefix_scores(AveragedWeights weights, keys, int m):
+    """For each row of `keys` (n x F uint64 feature keys), classes 0..m-1 of the sum of its
+    keys' rows (weights.score_prefix_of of each row, in one nogil loop): an (n, m) float32
+    array. The tagger's second pass (pos = "predict") scores its candidates so, a few columns of
+    the tagger's own table, where a Python call per token would cost as much as the tagging."""
+    cdef const uint64_t[:, ::1] k = numpy.ascontiguousarray(keys, dtype=numpy.uint64).reshape(
+        (len(keys), -1))
+    if not 0 <= m <= weights.n_classes:
+        raise ValueError(f"m must be in 0..{weights.n_classes}, got {m}")
+    cdef Py_ssize_t i, n = k.shape[0]
+    cdef int n_keys = k.shape[1]
+    out = numpy.zeros((n, max(m, 1)), dtype=numpy.float32)
+    cdef float[:, ::1] o = out
+    if n and n_keys and m:
+        with nogil:
+            for i in range(n):
+                weights.score_prefix(&k[i, 0], n_keys, m, &o[i, 0])
+    return out[:, :m]

@@ -4,7 +4,7 @@ Three decoders over one model (see SequenceLabeller): exact Viterbi (first or se
 Collins 2002), beam search with violation-fixing updates (huang2012), and greedy history-based
 decoding with depth-D lookahead and the margin perceptron (tsuruoka2011).
 """
-from typing import Any, Dict, Iterable, List, Optional, Sequence
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy
 from spacy.attrs import POS, TAG
@@ -16,35 +16,41 @@ from spacy.vocab import Vocab
 from .._core.atoms import AtomTable
 from .. import docarrays
 from ..docarrays import TAG_ALTERNATIVES
+from . import pos as pos_pass
 from ..errors import Errors
 from ..atoms import AtomBatch
 from ..model import PerceptronModel
 from ..pipeline.sequence import SequenceLabeller, _choice, batch_arrays
 
 ATTRS = {"tag": TAG, "pos": POS}
+# How a tagger with attr = "tag" sets token.pos_ (the `pos` setting; see make_tagger).
+POS_SETTINGS = ("map", "predict")
 
 
 class StructuredTagger(SequenceLabeller):
     """Assigns `token.tag_` (or `token.pos_`) with an averaged structured perceptron.
 
-    With attr = "tag" it also writes `token.pos_` when the training data carried both: each
-    fine-grained tag is mapped to the universal POS it was most often seen with (learned at
-    initialize, saved in cfg["pos_of_tag"]), as spaCy's English pipelines map tags with their
-    attribute_ruler.
+    With attr = "tag" it also writes `token.pos_` when the training data carried both. With
+    pos = "map" each fine-grained tag gets the universal POS it was most often seen with
+    (learned at initialize, saved in cfg["pos_of_tag"]), as spaCy's English pipelines map tags
+    with their attribute_ruler. With pos = "predict" (the default) a tag seen with several
+    (cfg["pos_candidates"]) has its POS predicted among those by a second pass (tagger/pos.py).
 
     The settings (decoder, lookahead_depth, order, beam_width, update, margin, direction, attr,
-    tag_dict_min_count) are documented on the factory, `spacy_structperc.tagger.factory.make_tagger`.
+    pos, tag_dict_min_count) are documented on the factory, `spacy_structperc.tagger.factory.make_tagger`.
     """
 
     factory_name = "structperc_tagger"
-    learned_cfg = ("labels", "pos_of_tag")
+    learned_cfg = ("labels", "pos_of_tag", "pos_candidates")
 
     def __init__(self, vocab: Vocab, model: PerceptronModel, name: str = "tagger", *,
                  decoder: str = "greedy", lookahead_depth: int = 0, order: int = 2,
                  beam_width: int = 4, update: str = "max-violation", margin: float = 40.0,
-                 direction: str = "ltr", attr: str = "tag", tag_dict_min_count: int = 0,
-                 alternatives: bool = False, scorer=None):
+                 direction: str = "ltr", attr: str = "tag", pos: str = "predict",
+                 tag_dict_min_count: int = 0, alternatives: bool = False, scorer=None):
         _choice(name, "attr", attr, tuple(ATTRS))
+        if not isinstance(pos, str) or pos not in POS_SETTINGS:
+            raise ValueError(Errors.S019.format(name=name, value=pos))
         if not isinstance(tag_dict_min_count, int) or tag_dict_min_count < 0:
             raise ValueError(Errors.S012.format(setting="tag_dict_min_count", name=name,
                                                 value=tag_dict_min_count, requirement="an integer >= 0"))
@@ -53,7 +59,7 @@ class StructuredTagger(SequenceLabeller):
                                                 requirement="true or false (true with attr = \"tag\" only)"))
         super().__init__(vocab, model, name, decoder=decoder, lookahead_depth=lookahead_depth,
                          order=order, beam_width=beam_width, update=update, margin=margin,
-                         direction=direction, scorer=scorer, attr=attr,
+                         direction=direction, scorer=scorer, attr=attr, pos=pos,
                          tag_dict_min_count=tag_dict_min_count, alternatives=alternatives)
         self._labels_changed()
 
@@ -75,6 +81,8 @@ class StructuredTagger(SequenceLabeller):
         self._pos_values = numpy.array([UPOS_IDS.get(pos_of_tag.get(l, ""), 0) for l in labels],
                                        dtype=numpy.uint64)
         self._class_of_value = {int(v): i for i, v in enumerate(self._label_values)}
+        self._pos_pass = pos_pass.PosPass(labels, self.cfg.get("pos_candidates") or {}) \
+            if self._predicts_pos() else None
         self._class_of_label = {l: i for i, l in enumerate(labels)}
         # Row 0 allows every label; word types in the tag dictionary get their own rows, found
         # by orth id in an AtomTable of one column (a word not in it keeps row 0).
@@ -93,22 +101,23 @@ class StructuredTagger(SequenceLabeller):
         self._init_labels(get_examples, labels, lambda eg: (getattr(t, f"{attr}_") for t in eg.reference),
                           attr, nlp)
         self.model.label_dict = self._count_tag_dictionary(get_examples) if self.cfg["tag_dict_min_count"] else {}
-        self.cfg["pos_of_tag"] = self._count_pos_of_tag(get_examples) if attr == "tag" else {}
+        counts = pos_pass.pos_counts(eg.reference for eg in get_examples()) if attr == "tag" else {}
+        self.cfg["pos_of_tag"] = {tag: max(sorted(seen), key=seen.__getitem__)
+                                  for tag, seen in sorted(counts.items()) if tag in self._class_of_label}
+        self.cfg["pos_candidates"] = pos_pass.count_candidates(counts, self._class_of_label, self.n_classes) \
+            if attr == "tag" and self.cfg["pos"] == "predict" else {}
         self._labels_changed()
 
-    def _count_pos_of_tag(self, get_examples) -> Dict[str, str]:
-        """Each tag's most frequent universal POS in the training data ({} if it has none)."""
-        counts: Dict[str, Dict[str, int]] = {}
-        for eg in get_examples():
-            ref = eg.reference
-            if not ref.has_annotation("POS") or not ref.has_annotation("TAG"):
-                continue
-            for token in ref:
-                if token.tag_ and token.pos_:
-                    seen = counts.setdefault(token.tag_, {})
-                    seen[token.pos_] = seen.get(token.pos_, 0) + 1
-        return {tag: max(sorted(seen), key=seen.__getitem__) for tag, seen in sorted(counts.items())
-                if tag in self._class_of_label}
+    def _predicts_pos(self) -> bool:
+        """Whether a second pass predicts token.pos_ (attr = "tag", pos = "predict", and some
+        tag was seen with more than one universal POS)."""
+        return self.cfg["attr"] == "tag" and self.cfg.get("pos") == "predict" \
+            and bool(self.cfg.get("pos_candidates"))
+
+    @property
+    def read_attrs(self) -> Tuple[int, ...]:   # type: ignore[override]
+        """What set_annotations reads besides the classes: the second pass's word attributes."""
+        return pos_pass.READ_ATTRS if self._pos_pass else ()
 
     def pipe_meta_overrides(self) -> Dict[str, Any]:
         """tag_acc is what attr = "tag" is selected on, pos_acc what attr = "pos" is; the other
@@ -160,10 +169,12 @@ class StructuredTagger(SequenceLabeller):
         attr = ATTRS[self.cfg["attr"]]
         with_pos = attr == TAG and bool(self._pos_values.any())
         docs = list(docs)
-        classes, offsets, _ = batch_arrays(docs, batch_classes, (), self.name)
+        classes, offsets, extra = batch_arrays(docs, batch_classes, self.read_attrs, self.name)
         if with_pos:
             attrs = [TAG, POS]
             values = numpy.stack([self._label_values[classes], self._pos_values[classes]], axis=1)
+            if self._pos_pass and len(classes):
+                self._pos_pass.predict(self.model.weights, classes, offsets, extra, values[:, 1])
         else:
             attrs = [attr]
             values = self._label_values[classes].reshape((-1, 1))
@@ -217,6 +228,36 @@ class StructuredTagger(SequenceLabeller):
         return out
 
     # Training ----------------------------------------------------------------------------------
+
+    def update(self, examples: Iterable[Example], *, drop: float = 0.0, sgd=None,
+               losses: Optional[Dict[str, float]] = None) -> Dict[str, float]:
+        """One online perceptron pass over the examples (SequenceLabeller.update); with a
+        second pass (pos = "predict"), then one over their ambiguous tags' universal POS, on
+        the gold tags. losses["{name}_pos"] counts its mistakes."""
+        examples = list(examples)
+        losses = super().update(examples, drop=drop, sgd=sgd, losses=losses)
+        if self._pos_pass:
+            key = f"{self.name}_pos"
+            losses[key] = losses.get(key, 0.0) + self._update_pos(examples)
+        return losses
+
+    def _update_pos(self, examples: Sequence[Example]) -> int:
+        weights = self.model.weights
+        mistakes = 0
+        for eg in examples:
+            doc = eg.predicted
+            if not len(doc):
+                continue
+            if self.same_tokens(eg):
+                gold_pos = eg.reference.to_array(POS).astype(numpy.uint64)
+            else:
+                gold_pos = numpy.asarray([UPOS_IDS.get(p or "", 0) for p in eg.get_aligned("POS", as_string=True)],
+                                         dtype=numpy.uint64)
+            if not gold_pos.any():
+                continue
+            extra = doc.to_array(list(pos_pass.READ_ATTRS)).astype(numpy.uint64).reshape((len(doc), -1))
+            mistakes += self._pos_pass.update(weights, self._gold_classes(eg), gold_pos, extra)[1]
+        return mistakes
 
     def _gold_classes(self, eg: Example) -> numpy.ndarray:
         attr = self.cfg["attr"]

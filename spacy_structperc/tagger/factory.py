@@ -36,6 +36,7 @@ history_words = true
         "margin": 40.0,
         "direction": "ltr",
         "attr": "tag",
+        "pos": "predict",
         "tag_dict_min_count": 0,
         "alternatives": False,
         "scorer": {"@scorers": "spacy-structperc.tagger_scorer.v1"},
@@ -47,7 +48,7 @@ history_words = true
 )
 def make_tagger(nlp: Language, name: str, model: PerceptronModel, decoder: str, lookahead_depth: int,
                 order: int, beam_width: int, update: str, margin: float, direction: str, attr: str,
-                tag_dict_min_count: int, alternatives: bool, scorer: Optional[Callable]) -> StructuredTagger:
+                pos: str, tag_dict_min_count: int, alternatives: bool, scorer: Optional[Callable]) -> StructuredTagger:
     """A part-of-speech tagger trained as an averaged structured perceptron.
 
     model: spacy-structperc.AveragedPerceptron.v1 with a feature set (tagger_features.v1).
@@ -61,6 +62,10 @@ def make_tagger(nlp: Language, name: str, model: PerceptronModel, decoder: str, 
     direction: "ltr" or "rtl" (tag right to left).
     attr: "tag" writes token.tag_ (and token.pos_ when the training data maps tags to universal
         POS); "pos" writes token.pos_ and accepts Universal POS labels only.
+    pos: attr = "tag" only: how token.pos_ is set. "map": each fine tag's most frequent universal
+        POS in the training data. "predict": a tag seen with several universal POS (IN: ADP or
+        SCONJ, VBZ: AUX or VERB, ...) has it predicted among those by a second pass over the
+        predicted tags and the words around them (tagger/pos.py); the others are mapped.
     tag_dict_min_count: words seen this often in training may only take the tags seen with them
         (Ratnaparkhi 1996); 0 turns the tag dictionary off.
     alternatives: attr = "tag" only: also record each token's runner-up tag and its score margin
