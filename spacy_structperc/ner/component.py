@@ -17,6 +17,9 @@ Two details from the paper matter in practice:
   `spacy-structperc.epoch_hook.v1` callback in `[training.before_update]`.
 
 `n_latent = 1` is the plain structured perceptron (Collins 2002) over the same features.
+
+The labels the sub-states belong to are BIO classes or, with `scheme = "bilou"`, BILOU classes
+(see `encoding`); predictions are BIO classes either way, and doc.ents are written from them.
 """
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
@@ -31,8 +34,9 @@ from .._core import viterbi
 from ..errors import Errors, Warnings, warn
 from ..model import PerceptronModel
 from ..atoms import AtomBatch
-from ..pipeline.bio import BIOLabels, batch_chunks, bio_transitions, latent_transitions, n_bio_classes
-from ..pipeline.sequence import SequenceLabeller, batch_arrays
+from ..pipeline.bio import BIOLabels, batch_chunks, latent_transitions
+from ..pipeline.sequence import Prepared, SequenceLabeller, _choice, batch_arrays
+from . import encoding
 
 IOB_I, IOB_O, IOB_B = 1, 2, 3   # spaCy's token.ent_iob codes; 0 = no annotation
 
@@ -41,7 +45,7 @@ class LatentEntityRecognizer(BIOLabels, SequenceLabeller):
     """Finds non-overlapping named entities and writes them to doc.ents, keeping the entities
     already on the Doc.
 
-    The settings (n_latent, order, reset_every, init_scale, seed) are documented on the factory,
+    The settings (n_latent, order, reset_every, init_scale, seed, scheme) are documented on the factory,
     `spacy_structperc.ner.factory.make_ner`.
     """
 
@@ -53,7 +57,8 @@ class LatentEntityRecognizer(BIOLabels, SequenceLabeller):
 
     def __init__(self, vocab: Vocab, model: PerceptronModel, name: str = "ner", *, n_latent: int = 4,
                  order: int = 1, reset_every: int = 4, init_scale: float = 0.01, seed: int = 0,
-                 scorer=None):
+                 scheme: str = "bio", scorer=None):
+        _choice(name, "scheme", scheme, encoding.SCHEMES)
         for setting, value, low in (("n_latent", n_latent, 1), ("reset_every", reset_every, 0),
                                     ("seed", seed, 0)):
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
@@ -64,7 +69,7 @@ class LatentEntityRecognizer(BIOLabels, SequenceLabeller):
                                                 requirement="a number in [0, 1)"))
         super().__init__(vocab, model, name, decoder="viterbi", order=order, scorer=scorer,
                          n_latent=n_latent, reset_every=reset_every, init_scale=float(init_scale),
-                         seed=seed)
+                         seed=seed, scheme=scheme)
         # Only exact latent Viterbi applies: drop the other decoders' settings.
         for key in ("decoder", "lookahead_depth", "beam_width", "update", "margin", "direction"):
             self.cfg.pop(key, None)
@@ -80,12 +85,41 @@ class LatentEntityRecognizer(BIOLabels, SequenceLabeller):
         return self.cfg["n_latent"]
 
     @property
+    def scheme(self) -> str:
+        return self.cfg["scheme"]
+
+    @property
+    def n_labels(self) -> int:
+        """Labels the sub-states belong to: O, B-X, I-X (and L-X, U-X with BILOU)."""
+        return encoding.n_classes(len(self.labels), self.scheme)
+
+    @property
     def n_classes(self) -> int:
-        """Weight columns: n_latent sub-states for each of O, B-X, I-X."""
-        return n_bio_classes(len(self.labels)) * self.n_latent
+        """Weight columns: n_latent sub-states for each label of the scheme."""
+        return self.n_labels * self.n_latent
+
+    @property
+    def scheme_class_names(self) -> List[str]:
+        """The names of the labels the sub-states belong to (class_names are the BIO classes
+        predictions are given in)."""
+        return encoding.class_names(self.labels, self.scheme)
+
+    def _labels_changed(self) -> None:
+        super()._labels_changed()
+        n_types = len(self.labels)
+        self._to_bio = encoding.to_bio(n_types, self.scheme)
+        # Sub-states that may not end a decoded piece (BILOU's B-X, I-X); None for BIO.
+        open_states = numpy.repeat(encoding.open_classes(n_types, self.scheme), self.n_latent)
+        self._closing = (~open_states).astype(numpy.uint8) if open_states.any() else None
 
     def _transitions(self) -> numpy.ndarray:
-        return latent_transitions(bio_transitions(len(self.labels)), self.n_latent)
+        return latent_transitions(encoding.transitions(len(self.labels), self.scheme), self.n_latent)
+
+    def _commit(self, staged) -> None:
+        # A cfg saved before the scheme setting existed is that of a BIO model.
+        if "cfg" in staged and "scheme" not in staged["cfg"]:
+            staged["cfg"] = dict(staged["cfg"], scheme="bio")
+        super()._commit(staged)
 
     def initialize(self, get_examples, *, nlp=None, labels: Optional[Iterable[str]] = None) -> None:
         """Take the entity types from `labels` (spacy init labels) or from the training examples'
@@ -99,10 +133,11 @@ class LatentEntityRecognizer(BIOLabels, SequenceLabeller):
         return "viterbi", self.cfg["order"]
 
     def _project(self, classes: numpy.ndarray) -> numpy.ndarray:
-        return classes // self.n_latent
+        """Sub-states to BIO classes (through the scheme's labels)."""
+        return self._to_bio[classes // self.n_latent]
 
     def _position_mask(self, doc: Doc, gold: Optional[numpy.ndarray]) -> Optional[numpy.ndarray]:
-        return self._preset_mask(doc, gold)
+        return self._close_ends(self._preset_mask(doc, gold), [len(doc)], len(doc))
 
     def _position_masks(self, docs: Sequence[Doc], atoms: AtomBatch) -> Optional[numpy.ndarray]:
         masks = None
@@ -114,6 +149,28 @@ class LatentEntityRecognizer(BIOLabels, SequenceLabeller):
                 masks[atoms.offsets[k]:atoms.offsets[k + 1]] = mask
         return masks
 
+    def _prepare(self, docs: Sequence[Doc]) -> Prepared:
+        prepared = super()._prepare(docs)
+        if self._closing is None:
+            return prepared
+        # The true ends of the decoded pieces: a window's end without a margin after it (the end
+        # of its Doc or of a group of whole sentences); a window with a margin ends at a token
+        # the next window decodes freely.
+        windows = prepared.windows
+        ends = windows[windows[:, 1] == windows[:, 3], 1]
+        return prepared._replace(allowed=self._close_ends(prepared.allowed, ends, len(prepared.atoms.atoms)))
+
+    def _close_ends(self, allowed: Optional[numpy.ndarray], ends, n: int) -> Optional[numpy.ndarray]:
+        """`allowed` (None: all) with the sub-states that may not end a piece forbidden at the
+        last token of each piece ending before row `ends[i]` (BILOU; BIO changes nothing)."""
+        if self._closing is None or n == 0:
+            return allowed
+        if allowed is None:
+            allowed = numpy.ones((n, self.n_classes), dtype=numpy.uint8)
+        rows = numpy.asarray(ends, dtype=numpy.int64) - 1
+        allowed[rows[rows >= 0]] &= self._closing
+        return allowed
+
     def _preset_mask(self, doc: Doc, gold: Optional[numpy.ndarray]) -> Optional[numpy.ndarray]:
         """Entities already on the Doc (an entity_ruler before this component, say) are
         constraints, as for spaCy's ner: their tokens keep their entity, and the token after one
@@ -124,18 +181,26 @@ class LatentEntityRecognizer(BIOLabels, SequenceLabeller):
         ents = doc.ents
         if not ents:
             return None
-        n, n_bio = len(doc), n_bio_classes(len(self.labels))
-        allowed = numpy.ones((n, n_bio), dtype=numpy.uint8)
-        inside = numpy.zeros((n_bio,), dtype=bool)
-        inside[2::2] = True   # the I-X classes
+        n, m, w = len(doc), self.n_labels, encoding.width(self.scheme)
+        allowed = numpy.ones((n, m), dtype=numpy.uint8)
+        inside = numpy.zeros((m,), dtype=bool)
+        inside[2::w] = True   # the I-X classes
+        if w == 4:
+            inside[3::w] = True   # and L-X
         for ent in ents:
             k = self._type_by_hash.get(ent.label)
             allowed[ent.start:ent.end] = 0
             if k is None:
                 allowed[ent.start:ent.end, 0] = 1
-            else:
+            elif w == 2:
                 allowed[ent.start, 1 + 2 * k] = 1
                 allowed[ent.start + 1:ent.end, 2 + 2 * k] = 1
+            elif ent.end - ent.start == 1:
+                allowed[ent.start, 4 + 4 * k] = 1                     # U-X
+            else:
+                allowed[ent.start, 1 + 4 * k] = 1                     # B-X I-X* L-X
+                allowed[ent.start + 1:ent.end - 1, 2 + 4 * k] = 1
+                allowed[ent.end - 1, 3 + 4 * k] = 1
             if ent.end < n:
                 allowed[ent.end, inside] = 0
         if gold is not None:
@@ -234,11 +299,14 @@ class LatentEntityRecognizer(BIOLabels, SequenceLabeller):
         mistakes = n_updates = 0
         for eg in examples:
             if len(eg.predicted):
-                gold = self._gold_classes(eg)
-                if (gold >= 0).any():
+                gold, options = encoding.from_bio(self._gold_classes(eg), len(self.labels), self.scheme)
+                if (gold >= 0).any() or options is not None:
                     # _bind, with the gold kept out of the preset-entity constraints' way.
-                    system.set_sentence(self.model.atoms(eg.predicted, self.name), None,
-                                        self._preset_mask(eg.predicted, gold))
+                    atoms = self.model.atoms(eg.predicted, self.name)
+                    allowed = self._position_mask(eg.predicted, gold)
+                    if options is not None:
+                        gold = self._complete_options(atoms, allowed, gold, options)
+                    system.set_sentence(atoms, None, allowed)
                     wrong, _, h, _ = viterbi.train_latent(system, gold, n_latent, order)
                     mistakes += wrong
                     n_updates += h is not None
@@ -246,6 +314,22 @@ class LatentEntityRecognizer(BIOLabels, SequenceLabeller):
         losses[self.name] += mistakes
         losses[f"{self.name}_updates"] = losses.get(f"{self.name}_updates", 0.0) + n_updates
         return losses
+
+    def _complete_options(self, atoms: numpy.ndarray, allowed: Optional[numpy.ndarray],
+                          gold: numpy.ndarray, options: numpy.ndarray) -> numpy.ndarray:
+        """The gold with the tokens whose class the scheme cannot tell from the annotation (a B-X
+        or I-X before a missing token: BILOU's B-X or U-X, I-X or L-X) given the class the model
+        likes best of their options. The entity type is known, so it is taught; left missing,
+        nothing about them would be (the decoding constrained to the options is never wrong)."""
+        mask = numpy.repeat(options, self.n_latent, axis=1)
+        if allowed is not None:
+            mask &= allowed
+        self.system.set_sentence(atoms, None, mask)
+        best = viterbi.viterbi(self.system, self.cfg["order"])[0] // self.n_latent
+        rows = numpy.flatnonzero(~options.all(axis=1))
+        gold = gold.copy()
+        gold[rows] = best[rows]
+        return gold
 
     def _check_iob(self, ref: Doc, iob: numpy.ndarray, types: numpy.ndarray) -> None:
         """I-X must continue an entity of type X (or a token whose annotation is missing, which

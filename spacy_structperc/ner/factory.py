@@ -35,12 +35,13 @@ history = 1
         "reset_every": 4,
         "init_scale": 0.01,
         "seed": 0,
+        "scheme": "bio",
         "scorer": {"@scorers": "spacy.ner_scorer.v1"},
     },
     default_score_weights={"ents_f": 1.0, "ents_p": 0.0, "ents_r": 0.0, "ents_per_type": None},
 )
 def make_ner(nlp: Language, name: str, model: PerceptronModel, n_latent: int, order: int,
-             reset_every: int, init_scale: float, seed: int,
+             reset_every: int, init_scale: float, seed: int, scheme: str,
              scorer: Optional[Callable]) -> LatentEntityRecognizer:
     """A named-entity recognizer: the latent-variable perceptron of sun2009, writing doc.ents.
 
@@ -55,6 +56,9 @@ def make_ner(nlp: Language, name: str, model: PerceptronModel, n_latent: int, or
         (modified parameter averaging; needs the spacy-structperc.epoch_hook.v1 callback); 0 = off.
     init_scale: the scale of the seeded noise new weight rows start at (breaks the sub-states' ties).
     seed: the seed of that noise.
+    scheme: the labels the sub-states belong to: "bio" (O, B-X, I-X) or "bilou" (O, B-X, I-X,
+        L-X, U-X: entity ends and one-token entities are labels of their own; Ratinov and Roth
+        2009). Only valid sequences are decoded, and doc.ents are written the same way from either.
     scorer: ents_p/r/f and ents_per_type (spacy.ner_scorer.v1).
     """
     return build_pipe(LatentEntityRecognizer, **locals())
