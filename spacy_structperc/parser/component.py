@@ -708,7 +708,8 @@ def _unpickle_parser(fn, args, reranker_state):
     pipe = fn(*args)
     if pipe._reranking is not None and reranker_state is not None:
         if isinstance(reranker_state, (bytes, bytearray)):   # pickled before the training state
-            pipe._load_reranker_bytes(reranker_state)
+            if reranker_state:   # b"": nothing fitted, in that release's pickles
+                pipe._load_reranker_bytes(reranker_state)
         else:
             pipe._reranking.set_training_state(reranker_state)
     return pipe
