@@ -206,7 +206,7 @@ def test_rerankers_saved_before_the_change_still_load(trained, tmp_path):
 # In memory and saved: the same model only when saving loses nothing --------------------------------
 # The weights are saved averaged, in the model's `precision` (float16 by default), rows within
 # `prune_below` of zero left out; the model in memory (what `spacy train` evaluates) has float32
-# and every row. RELIABILITY.md gives the measured differences; these tests hold the documented
+# and every row. docs/reliability.md gives the measured differences; these tests hold the documented
 # ways to agreement: with float32 and no pruning the saved model is the model in memory, and
 # reloads of one saved model always agree with each other.
 
