@@ -12,7 +12,7 @@ from spacy_structperc.tagger.pos import PosPass
 
 # Words, fine tags, universal POS. IN, VBP and DT are each seen with two universal POS, which
 # only the context tells apart (before + PRP: SCONJ, before + DT: ADP; have + VBN: AUX; that at
-# the end: PRON); NN with three.
+# the end: PRON); NN with three (each seen at least twice: pos.MIN_COUNT).
 DATA = [
     ("we left before it rained", "PRP VBD IN PRP VBD", "PRON VERB SCONJ PRON VERB"),
     ("we left before the rain", "PRP VBD IN DT NN", "PRON VERB ADP DET NOUN"),
@@ -23,9 +23,12 @@ DATA = [
     ("we have come", "PRP VBP VBN", "PRON AUX VERB"),
     ("they have rain", "PRP VBP NN", "PRON VERB NOUN"),
     ("i like that", "PRP VBP DT", "PRON VERB PRON"),
+    ("we like that", "PRP VBP DT", "PRON VERB PRON"),
     ("i like that dog", "PRP VBP DT NN", "PRON VERB DET NOUN"),
     ("something came", "NN VBD", "PRON VERB"),
     ("xyz came", "NN VBD", "X VERB"),
+    ("something left", "NN VBD", "PRON VERB"),
+    ("xyz left", "NN VBD", "X VERB"),
 ]
 # Short Docs ending in a word whose POS depends on the next tag, so a batch whose Docs read
 # each other's tags would differ from one Doc at a time.
