@@ -8,7 +8,7 @@ cached; document atoms (an upstream tag, say) are read from the Docs with `docar
 from typing import Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence
 
 import numpy
-from spacy.attrs import ORTH, TAG, POS
+from spacy.attrs import IS_LOWER, IS_TITLE, IS_UPPER, LOWER, ORTH, POS, SENT_START, TAG
 from spacy.strings import hash_string  # type: ignore[attr-defined]  # (no stub; in spaCy since v2)
 from spacy.tokens import Doc
 
@@ -133,8 +133,71 @@ class Lexicon:
 DOC_ATOMS: Dict[str, int] = {"tag": TAG, "pos": POS}
 
 
+# Context atoms: what the other occurrences of a token's word (lower-cased) in the same Doc say
+# (Ratinov and Roth 2009 §5, context aggregation). A Doc is whatever the caller passes: a
+# sentence, or a whole text (nlp() of a news story), so these see as far as the Doc goes.
+# dcase: the cases the word has elsewhere where case tells something (not at a sentence start:
+# the first token of the Doc or of a sentence, or after . ! ?), of title, upper and lower;
+# dprev / dnext: the lower-cased words before and after its first other occurrence, for words
+# that are capitalised somewhere in the Doc (not at a sentence start). Absent (0) without one.
+CONTEXT_ATOMS = ("dcase", "dprev", "dnext")
+CONTEXT_ATTRS = [LOWER, IS_TITLE, IS_UPPER, IS_LOWER, SENT_START]
+_SENTENCE_END = numpy.array([hash_string(p) for p in (".", "!", "?")], dtype=numpy.uint64)
+_DCASE = numpy.array([0] + [_h("dcase", str(bits)) for bits in range(1, 8)], dtype=numpy.uint64)
+_EDGE = {"dprev": _h("dprev", "<s>"), "dnext": _h("dnext", "</s>")}
+
+
+def context_atoms(values: numpy.ndarray, offsets: numpy.ndarray, names: Sequence[str]) -> List[numpy.ndarray]:
+    """The context atoms `names` (one array each) of a batch whose Doc k is rows
+    offsets[k]:offsets[k + 1] of `values`, the CONTEXT_ATTRS columns per token. Each Doc is on
+    its own: a Doc's atoms are the same in any batch."""
+    n = len(values)
+    out = {name: numpy.zeros((n,), dtype=numpy.uint64) for name in names}
+    if n == 0:
+        return [out[name] for name in names]
+    lower = values[:, 0]
+    lengths = numpy.diff(offsets)
+    doc_of = numpy.repeat(numpy.arange(len(lengths)), lengths)
+    first = numpy.zeros((n,), dtype=bool)
+    first[offsets[:-1][lengths > 0]] = True
+    last = numpy.zeros((n,), dtype=bool)
+    last[offsets[1:][lengths > 0] - 1] = True
+    initial = first | (values[:, 4].astype(numpy.int64) == 1)
+    initial[1:] |= numpy.isin(lower[:-1], _SENTENCE_END)
+    # Case bits where case tells something: title 1 (Smith), upper 2 (USA), lower 4 (smith).
+    upper = values[:, 2] != 0
+    bits = numpy.where(upper, 2, numpy.where(values[:, 1] != 0, 1, numpy.where(values[:, 3] != 0, 4, 0)))
+    bits[initial] = 0
+    # The tokens of one word in one Doc are a group, in text order within it.
+    order = numpy.lexsort((numpy.arange(n), lower, doc_of))
+    new = numpy.ones((n,), dtype=bool)
+    new[1:] = (doc_of[order][1:] != doc_of[order][:-1]) | (lower[order][1:] != lower[order][:-1])
+    starts = numpy.flatnonzero(new)
+    sizes = numpy.diff(numpy.append(starts, n))
+    group = numpy.empty((n,), dtype=numpy.int64)
+    group[order] = numpy.cumsum(new) - 1
+    counts = numpy.stack([numpy.bincount(group, weights=(bits & b) > 0, minlength=len(starts))
+                          for b in (1, 2, 4)], axis=1)
+    if "dcase" in out:
+        other = counts[group] - numpy.stack([(bits & b) > 0 for b in (1, 2, 4)], axis=1)
+        out["dcase"] = _DCASE[(other > 0) @ numpy.array([1, 2, 4])]
+    # The first other occurrence of each token's word (the second for the first), if any.
+    first_of = order[starts][group]
+    second_of = numpy.where(sizes > 1, order[numpy.minimum(starts + 1, n - 1)], -1)[group]
+    other = numpy.where(first_of != numpy.arange(n), first_of, second_of)
+    capitalised = (counts[:, 0] + counts[:, 1] > 0)[group]
+    has = (other >= 0) & capitalised
+    o = other[has]
+    for name, step, edge in (("dprev", -1, first), ("dnext", 1, last)):
+        if name in out:
+            near = numpy.clip(o + step, 0, n - 1)
+            out[name][has] = numpy.where(edge[o], numpy.uint64(_EDGE[name]), lower[near])
+    return [out[name] for name in names]
+
+
 def check_atoms(names: Iterable[str]) -> None:
-    known = sorted(LEXICAL_ATOMS) + sorted(CLUSTER_ATOMS) + sorted(LEXICON_ATOMS) + sorted(DOC_ATOMS)
+    known = sorted(LEXICAL_ATOMS) + sorted(CLUSTER_ATOMS) + sorted(LEXICON_ATOMS) + sorted(DOC_ATOMS) \
+        + sorted(CONTEXT_ATOMS)
     for name in names:
         if name not in known:
             raise ValueError(Errors.S013.format(atom=name, known=", ".join(known)))
@@ -172,7 +235,8 @@ class AtomExtractor:
         self._lexical = [(j, LEXICAL_ATOMS[n]) for j, n in enumerate(self.atom_names) if n in LEXICAL_ATOMS]
         self._cluster = [(j, n, CLUSTER_ATOMS[n]) for j, n in enumerate(self.atom_names) if n in CLUSTER_ATOMS]
         self._doc = [(j, n, DOC_ATOMS[n]) for j, n in enumerate(self.atom_names) if n in DOC_ATOMS]
-        self._attrs = [ORTH] + [attr for _, _, attr in self._doc]
+        self._context = [(j, n) for j, n in enumerate(self.atom_names) if n in CONTEXT_ATOMS]
+        self._attrs = [ORTH] + [attr for _, _, attr in self._doc] + (CONTEXT_ATTRS if self._context else [])
         self._table = AtomTable(len(self.atom_names))
 
     def __reduce__(self):
@@ -238,6 +302,12 @@ class AtomExtractor:
             atoms[missing] = found
         for k, (j, _, _) in enumerate(self._doc):
             atoms[:, j] = values[:, k + 1]
+        if self._context:
+            first = 1 + len(self._doc)
+            columns = context_atoms(values[:, first:first + len(CONTEXT_ATTRS)], offsets,
+                                    [n for _, n in self._context])
+            for (j, _), column in zip(self._context, columns):
+                atoms[:, j] = column
         return AtomBatch(atoms, offsets, orths, values[:, len(self._attrs):])
 
     def __call__(self, doc: Doc, name: Optional[str] = None) -> numpy.ndarray:

@@ -13,7 +13,7 @@ alike: B-X starts an entity, I-X continues an open entity of type X and otherwis
 import io
 import warnings
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Callable, Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from spacy.language import Language
 from spacy.tokens import Doc, DocBin, Span
@@ -389,10 +389,10 @@ def _without_tags(vocab: Vocab, gold: Doc) -> Doc:
 
 
 def ner_docs(vocab: Vocab, path: Union[str, Path], *, reader: str, part: str = "all", heldout: int = 0,
-             limit: int = 0, pos: bool = True) -> List[Doc]:
+             limit: int = 0, pos: bool = True, documents: bool = False) -> List[Doc]:
     """Gold Docs from a CoNLL-2003 file (reader = CONLL2003_READER) or an IOB2 file (IOB2_READER),
-    one per sentence, or from a .spacy file converted from one (one per Doc it holds; part and
-    heldout then count those Docs)."""
+    one per sentence (documents: one per document of the file, its sentences marked), or from a
+    .spacy file converted from one (one per Doc it holds; part and heldout then count those Docs)."""
     _validate_ner_settings(part, heldout, limit, reader)
     path = open_checked(path, reader)
     if path.suffix == ".spacy":
@@ -400,17 +400,24 @@ def ner_docs(vocab: Vocab, path: Union[str, Path], *, reader: str, part: str = "
         docs = select_ner_part(docs, part, heldout, limit, reader)
         return docs if pos else [_without_tags(vocab, d) for d in docs]
     sentences = read_conll2003(path) if reader == CONLL2003_READER else read_iob2(path)
-    return [ner_sentence_to_doc(vocab, s, pos=pos) for s in select_ner_part(sentences, part, heldout, limit, reader)]
+    sentences = select_ner_part(sentences, part, heldout, limit, reader)
+    if not documents:
+        return [ner_sentence_to_doc(vocab, s, pos=pos) for s in sentences]
+    groups: Dict[int, List[Doc]] = {}
+    for s in sentences:
+        groups.setdefault(s.document, []).append(ner_sentence_to_doc(vocab, s, pos=pos, sent_start=True))
+    return [Doc.from_docs(group, ensure_whitespace=True) for group in groups.values()]
 
 
 def _make_ner_reader(reader: str, path: Optional[Path], part: str, heldout: int, limit: int,
-                     pos: bool) -> Callable[[Language], Iterable[Example]]:
+                     pos: bool, documents: bool = False) -> Callable[[Language], Iterable[Example]]:
     _validate_ner_settings(part, heldout, limit, reader)  # when the config is resolved
 
     def read(nlp: Language) -> Iterator[Example]:
         if path is None:
             raise ValueError(Errors.S033.format(reader=reader))
-        for gold in ner_docs(nlp.vocab, path, reader=reader, part=part, heldout=heldout, limit=limit, pos=pos):
+        for gold in ner_docs(nlp.vocab, path, reader=reader, part=part, heldout=heldout, limit=limit, pos=pos,
+                             documents=documents):
             yield Example(ner_predicted_copy(nlp.vocab, gold, pos=pos), gold)
 
     return read
@@ -418,7 +425,7 @@ def _make_ner_reader(reader: str, path: Optional[Path], part: str, heldout: int,
 
 @registry.readers(CONLL2003_READER)
 def create_conll2003_reader(path: Optional[Path], part: str = "all", heldout: int = 0, pos: bool = True,
-                            limit: int = 0) -> Callable[[Language], Iterable[Example]]:
+                            limit: int = 0, documents: bool = False) -> Callable[[Language], Iterable[Example]]:
     """Examples from CoNLL-2003 NER data, one per sentence: the predicted Doc carries the words
     and the file's POS tags (token.tag_), the reference Doc the same plus the entities in
     doc.ents (all other tokens annotated O). -DOCSTART- lines are not tokens.
@@ -428,8 +435,11 @@ def create_conll2003_reader(path: Optional[Path], part: str = "all", heldout: in
     heldout: sentences held out at the end (default 0: use eng.testa for tuning).
     pos: false leaves token.tag_ empty on both Docs (words alone).
     limit: read at most this many sentences (0 = all).
+    documents: one Example per document (-DOCSTART- to -DOCSTART-) of the sentences read, its
+        sentence starts marked, instead of one per sentence (for NER features that read the
+        whole Doc); ignored for a .spacy file.
     """
-    return _make_ner_reader(CONLL2003_READER, path, part, heldout, limit, pos)
+    return _make_ner_reader(CONLL2003_READER, path, part, heldout, limit, pos, documents)
 
 
 @registry.readers(IOB2_READER)

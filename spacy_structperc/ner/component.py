@@ -20,6 +20,11 @@ Two details from the paper matter in practice:
 
 The labels the sub-states belong to are BIO classes or, with `scheme = "bilou"`, BILOU classes
 (see `encoding`); predictions are BIO classes either way, and doc.ents are written from them.
+
+With document features (features.document: what a word's other occurrences in the Doc say,
+atoms.CONTEXT_ATOMS), a Doc is meant to be a whole text: training reads documents (the CoNLL-2003
+reader's `documents = true`), and a Doc with sentence boundaries is trained and decoded one
+sentence at a time, as sentence Docs are; only those features look beyond the sentence.
 """
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
@@ -35,7 +40,8 @@ from ..errors import Errors, Warnings, warn
 from ..model import PerceptronModel
 from ..atoms import AtomBatch
 from ..pipeline.bio import BIOLabels, batch_chunks, latent_transitions
-from ..pipeline.sequence import Prepared, SequenceLabeller, _choice, batch_arrays
+from ..atoms import CONTEXT_ATOMS
+from ..pipeline.sequence import Prepared, SequenceLabeller, _choice, batch_arrays, batch_windows
 from . import encoding
 
 IOB_I, IOB_O, IOB_B = 1, 2, 3   # spaCy's token.ent_iob codes; 0 = no annotation
@@ -149,8 +155,35 @@ class LatentEntityRecognizer(BIOLabels, SequenceLabeller):
                 masks[atoms.offsets[k]:atoms.offsets[k + 1]] = mask
         return masks
 
+    @property
+    def _by_sentence(self) -> bool:
+        """Whether the features read the whole Doc (features.document): then a Doc with sentence
+        boundaries is decoded and trained a sentence at a time, as the sentence Docs of a corpus
+        are, and only the document features see beyond the sentence."""
+        return any(name in CONTEXT_ATOMS for name in self.model.atom_names)
+
+    def _sentences(self, doc: Doc) -> List[Tuple[int, int]]:
+        """The pieces of `doc` training binds one at a time: its sentences with document features
+        and sentence boundaries, else the whole Doc."""
+        if self._by_sentence and len(doc) and doc.has_annotation("SENT_START"):
+            return [(sent.start, sent.end) for sent in doc.sents]
+        return [(0, len(doc))]
+
     def _prepare(self, docs: Sequence[Doc]) -> Prepared:
         prepared = super()._prepare(docs)
+        if self._by_sentence:
+            # A sentence a window (one longer than a window is still one: training binds it
+            # whole too); a Doc without sentence boundaries is decoded as before.
+            offsets = prepared.atoms.offsets.tolist()
+            pieces = [numpy.zeros((0, 4), dtype=numpy.int64)]
+            for k, doc in enumerate(docs):
+                a = offsets[k]
+                if len(doc) and doc.has_annotation("SENT_START"):
+                    pieces.append(numpy.array([(a + s, a + e, a + s, a + e) for s, e in self._sentences(doc)],
+                                              dtype=numpy.int64))
+                elif len(doc):
+                    pieces.append(batch_windows([doc], numpy.array([0, len(doc)], dtype=numpy.int64)) + a)
+            prepared = prepared._replace(windows=numpy.ascontiguousarray(numpy.concatenate(pieces)))
         if self._closing is None:
             return prepared
         # The true ends of the decoded pieces: a window's end without a margin after it (the end
@@ -298,19 +331,30 @@ class LatentEntityRecognizer(BIOLabels, SequenceLabeller):
         n_latent, order = self.n_latent, self.cfg["order"]
         mistakes = n_updates = 0
         for eg in examples:
-            if len(eg.predicted):
+            doc = eg.predicted
+            pieces = self._sentences(doc) if len(doc) else [(0, 0)]
+            if len(doc):
                 gold, options = encoding.from_bio(self._gold_classes(eg), len(self.labels), self.scheme)
-                if (gold >= 0).any() or options is not None:
+                if not ((gold >= 0).any() or options is not None):
+                    pieces = [(0, 0)] * len(pieces)
+                else:
                     # _bind, with the gold kept out of the preset-entity constraints' way.
-                    atoms = self.model.atoms(eg.predicted, self.name)
-                    allowed = self._position_mask(eg.predicted, gold)
+                    atoms = self.model.atoms(doc, self.name)
+                    allowed = self._close_ends(self._preset_mask(doc, gold), [e for _, e in pieces], len(doc))
+            for start, end in pieces:
+                # One update per sentence: a Doc of one sentence is one piece, and with document
+                # features a Doc of many is trained sentence by sentence (see _sentences).
+                if end > start and ((gold[start:end] >= 0).any() or
+                                    options is not None and not options[start:end].all()):
+                    piece_gold, piece_allowed = gold[start:end], None if allowed is None else allowed[start:end]
                     if options is not None:
-                        gold = self._complete_options(atoms, allowed, gold, options)
-                    system.set_sentence(atoms, None, allowed)
-                    wrong, _, h, _ = viterbi.train_latent(system, gold, n_latent, order)
+                        piece_gold = self._complete_options(atoms[start:end], piece_allowed, piece_gold,
+                                                            options[start:end])
+                    system.set_sentence(atoms[start:end], None, piece_allowed)
+                    wrong, _, h, _ = viterbi.train_latent(system, piece_gold, n_latent, order)
                     mistakes += wrong
                     n_updates += h is not None
-            weights.next_example()
+                weights.next_example()
         losses[self.name] += mistakes
         losses[f"{self.name}_updates"] = losses.get(f"{self.name}_updates", 0.0) + n_updates
         return losses

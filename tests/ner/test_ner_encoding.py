@@ -173,3 +173,92 @@ def test_bilou_learns_from_a_b_before_a_missing_token_only_that_it_starts_an_ent
     assert losses["structperc_ner_updates"] == 0          # learnt in the first pass
     doc = nlp(Doc(nlp.vocab, words=["Zorbatown", "qqq"]))
     assert doc.ents and doc.ents[0].start == 0 and doc.ents[0].label_ == "LOC"
+
+
+# Document context (features.document = true: atoms.CONTEXT_ATOMS) ------------------------------
+
+STORY = ("SMITH WINS IN PARIS . Smith won the race in Paris on Sunday . The winner , Smith , "
+         "said paris was great . Jones of Acme Corp came second .")
+
+
+def test_context_atoms_read_the_other_occurrences_in_the_same_doc_only():
+    from spacy_structperc.atoms import _DCASE, _EDGE, AtomExtractor
+    nlp = spacy.blank("en")
+    doc = nlp(STORY)
+    extractor = AtomExtractor(["dcase", "dprev", "dnext"])
+    atoms = extractor(doc)
+    case = {int(v): bits for bits, v in enumerate(_DCASE.tolist())}   # title 1, upper 2, lower 4
+    at = {t.text + str(t.i): atoms[t.i] for t in doc}
+    lower = nlp.vocab.strings.add
+    # The cases of the other occurrences, but for those at the Doc's or a sentence's start.
+    assert [case[int(at[w][0])] for w in ("SMITH0", "Smith5", "Smith17")] == [1, 1, 0]
+    assert [case[int(at[w][0])] for w in ("PARIS3", "Paris10", "paris20")] == [5, 6, 3]
+    assert [case[int(at[w][0])] for w in ("the7", "The14", "Jones24")] == [0, 4, 0]
+    # The words around the first other occurrence (the second, for the first), for words
+    # capitalised somewhere off a sentence start.
+    assert at["PARIS3"][1:].tolist() == [lower("in"), lower("on")]
+    assert at["Paris10"][1:].tolist() == at["paris20"][1:].tolist() == [lower("in"), lower(".")]
+    assert at["SMITH0"][1:].tolist() == [lower("."), lower("won")]
+    assert at["Smith5"][1:].tolist() == at["Smith17"][1:].tolist() == [_EDGE["dprev"], lower("wins")]
+    assert not at["race8"].any() and not at["The14"][1:].any() and not at["Jones24"].any()
+    # Each Doc alone: the same atoms in any batch, and none from another Doc.
+    other = nlp("Paris Paris smith")
+    batch = extractor.batch([doc, other, doc]).atoms
+    assert numpy.array_equal(batch[:len(doc)], atoms) and numpy.array_equal(batch[-len(doc):], atoms)
+    assert numpy.array_equal(batch[len(doc):len(doc) + 3], extractor(other))
+
+
+def test_document_features_through_nlp_and_pipe_are_the_same():
+    model = {"@architectures": "spacy-structperc.AveragedPerceptron.v1",
+             "features": {"@misc": "spacy-structperc.ner_features.v1", "pos": False,
+                          "document": True, "latent": "core", "label_level": True}}
+    nlp = train(make_nlp(scheme="bilou", model=model), n_iter=8)
+    ner = nlp.get_pipe("structperc_ner")
+    assert {"dcase", "dprev", "dnext"} <= set(ner.model.atom_names)
+    texts = [STORY, LONG_TEXT * 3, "Boston", ""] + [t for t, _ in TRAIN_DATA]
+    single = [ents_of(nlp(t)) for t in texts]
+    assert [ents_of(d) for d in nlp.pipe(texts, batch_size=3)] == single
+    assert [ents_of(d) for d in nlp.pipe(texts[::-1], batch_size=2)] == single[::-1]
+    for text, ents in TRAIN_DATA:
+        assert ents_of(nlp(text)) == ents
+    # With sentence boundaries, a Doc is decoded a sentence at a time (as training binds it).
+    words = LONG_TEXT.split() * 2
+    starts = [i == 0 or words[i - 1] == "." for i in range(len(words))]
+    docs = [Doc(nlp.vocab, words=words, sent_starts=starts) for _ in range(2)]
+    windows = ner._prepare(docs).windows.tolist()
+    sents = [(s.start, s.end) for s in docs[0].sents]
+    assert len(sents) == 8
+    assert windows == [[s, e, s, e] for s, e in sents] + [[len(words) + s, len(words) + e] * 2 for s, e in sents]
+    assert [ents_of(d) for d in nlp.pipe(docs)] == [ents_of(nlp(Doc(nlp.vocab, words=words, sent_starts=starts)))] * 2
+
+
+def test_document_features_train_a_doc_of_sentences_one_sentence_at_a_time():
+    model = {"@architectures": "spacy-structperc.AveragedPerceptron.v1",
+             "features": {"@misc": "spacy-structperc.ner_features.v1", "pos": False, "document": True}}
+    nlp = make_nlp(scheme="bilou", model=model)
+    nlp.initialize(lambda: examples_of(nlp))
+    words = "Zorbatown is big . Qwertyville is nice . It is .".split()
+    starts = [True, False, False, False, True, False, False, False, True, False, False]
+    ents = ["B-LOC", "O", "O", "O", "B-LOC", "O", "O", "O", "O", "O", "O"]
+    eg = spacy.training.Example(Doc(nlp.vocab, words=words, sent_starts=starts),
+                                Doc(nlp.vocab, words=words, sent_starts=starts, ents=ents))
+    losses = nlp.get_pipe("structperc_ner").update([eg], losses={})
+    assert losses["structperc_ner_updates"] == 2       # two sentences wrong, one right
+
+
+def test_conll2003_reader_documents_joins_each_documents_sentences(tmp_path):
+    from spacy_structperc.readers import create_conll2003_reader
+    text = ("-DOCSTART- -X- O O\n\nSmith NNP I-NP I-PER\nwins VBZ I-VP O\n\nParis NNP I-NP I-LOC\n. . O O\n\n"
+            "-DOCSTART- -X- O O\n\nAcme NNP I-NP I-ORG\nCorp NNP I-NP I-ORG\n\n")
+    path = tmp_path / "tiny.conll"
+    path.write_text(text, encoding="utf8")
+    nlp = spacy.blank("en")
+    sentences = list(create_conll2003_reader(path)(nlp))
+    documents = list(create_conll2003_reader(path, documents=True)(nlp))
+    assert len(sentences) == 3 and len(documents) == 2
+    first = documents[0]
+    assert [t.text for t in first.reference] == ["Smith", "wins", "Paris", "."]
+    assert [t.is_sent_start for t in first.predicted] == [True, False, True, False]
+    assert [t.tag_ for t in first.predicted] == ["NNP", "VBZ", "NNP", "."] and not first.predicted.ents
+    assert ents_of(first.reference) == [(0, 1, "PER"), (2, 3, "LOC")]
+    assert ents_of(documents[1].reference) == [(0, 2, "ORG")]
