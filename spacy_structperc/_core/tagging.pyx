@@ -653,5 +653,63 @@ def prefix_scores(AveragedWeights weights, keys, int m):
     if n and n_keys and m:
         with nogil:
             for i in range(n):
+                if i + 1 < n:   # the next row's buckets load while this row is summed
+                    weights.prefetch_keys(&k[i + 1, 0], n_keys)
                 weights.score_prefix(&k[i, 0], n_keys, m, &o[i, 0])
     return out[:, :m]
+
+
+cdef inline uint64_t _pos_mix(uint64_t h, uint64_t v) noexcept nogil:
+    h ^= v
+    h *= 0x9E3779B97F4A7C15ULL
+    return h ^ (h >> 31)
+
+
+def pos_keys(tags, offsets, words, rows, spec, seeds):
+    """The second pass's feature keys (tagger/pos.py, PosPass.keys, which documents them): for
+    each of `rows`, one key per template of `spec` (templates x 3 part codes, -1 = none: 0 the
+    token's tag value, 1 / 2 the previous / next token's in its Doc (0 outside it), 3 word,
+    4 next word, 5 suffix, 6 title * 2 + Doc-initial), seeded by `seeds`. tags: tag value per
+    token (class + 1, 0 unknown); offsets: the Docs' bounds; words: tokens x 3 (lower, s3,
+    is_title)."""
+    cdef const int64_t[::1] t = numpy.ascontiguousarray(tags, dtype=numpy.int64)
+    cdef const int64_t[::1] off = numpy.ascontiguousarray(offsets, dtype=numpy.int64)
+    cdef const uint64_t[:, ::1] w = numpy.ascontiguousarray(words, dtype=numpy.uint64)
+    cdef const int64_t[::1] r = numpy.ascontiguousarray(rows, dtype=numpy.int64)
+    cdef const int64_t[:, ::1] sp = numpy.ascontiguousarray(spec, dtype=numpy.int64)
+    cdef const uint64_t[::1] sd = numpy.ascontiguousarray(seeds, dtype=numpy.uint64)
+    cdef Py_ssize_t n = r.shape[0], T = sp.shape[0], i, j, d = 0, tok, a, b
+    if sd.shape[0] < T or sp.shape[1] != 3 or w.shape[1] != 3 or w.shape[0] != t.shape[0]:
+        raise ValueError("pos_keys: seeds, spec or words of the wrong shape")
+    if n and (numpy.min(rows) < 0 or numpy.max(rows) >= t.shape[0]):
+        raise IndexError("pos_keys: a row outside the tokens")
+    out = numpy.empty((n, T), dtype=numpy.uint64)
+    cdef uint64_t[:, ::1] o = out
+    cdef uint64_t v[7]
+    cdef uint64_t h
+    cdef int p
+    with nogil:
+        for i in range(n):
+            tok = r[i]
+            while d + 1 < off.shape[0] - 1 and off[d + 1] <= tok:
+                d += 1
+            while d > 0 and off[d] > tok:
+                d -= 1
+            a = off[d]
+            b = off[d + 1]
+            v[0] = <uint64_t>t[tok]
+            v[1] = <uint64_t>t[tok - 1] if tok - 1 >= a else 0
+            v[2] = <uint64_t>t[tok + 1] if tok + 1 < b else 0
+            v[3] = w[tok, 0]
+            v[4] = w[tok + 1, 0] if tok + 1 < b else 0
+            v[5] = w[tok, 1]
+            v[6] = w[tok, 2] * 2 + (1 if tok == a else 0)
+            for j in range(T):
+                h = sd[j]
+                for p in range(3):
+                    if sp[j, p] >= 0:
+                        h = _pos_mix(h, v[sp[j, p]])
+                h *= 0xBF58476D1CE4E5B9ULL
+                h ^= h >> 29
+                o[i, j] = h if h else 1
+    return out

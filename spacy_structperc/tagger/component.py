@@ -20,7 +20,7 @@ from . import pos as pos_pass
 from ..errors import Errors
 from ..atoms import AtomBatch
 from ..model import PerceptronModel
-from ..pipeline.sequence import SequenceLabeller, _choice, batch_arrays
+from ..pipeline.sequence import BatchClasses, Prepared, SequenceLabeller, _choice, batch_arrays
 
 ATTRS = {"tag": TAG, "pos": POS}
 # How a tagger with attr = "tag" sets token.pos_ (the `pos` setting; see make_tagger).
@@ -41,7 +41,7 @@ class StructuredTagger(SequenceLabeller):
     """
 
     factory_name = "structperc_tagger"
-    learned_cfg = ("labels", "pos_of_tag", "pos_candidates")
+    learned_cfg = ("labels", "pos_of_tag", "pos_candidates", "pos_templates")
 
     def __init__(self, vocab: Vocab, model: PerceptronModel, name: str = "tagger", *,
                  decoder: str = "greedy", lookahead_depth: int = 0, order: int = 2,
@@ -81,8 +81,9 @@ class StructuredTagger(SequenceLabeller):
         self._pos_values = numpy.array([UPOS_IDS.get(pos_of_tag.get(l, ""), 0) for l in labels],
                                        dtype=numpy.uint64)
         self._class_of_value = {int(v): i for i, v in enumerate(self._label_values)}
-        self._pos_pass = pos_pass.PosPass(labels, self.cfg.get("pos_candidates") or {}) \
-            if self._predicts_pos() else None
+        self._pos_pass = pos_pass.PosPass(labels, self.cfg.get("pos_candidates") or {},
+                                          self.cfg.get("pos_templates") or pos_pass.TEMPLATES,
+                                          self.model.templates.atom_names) if self._predicts_pos() else None
         self._class_of_label = {l: i for i, l in enumerate(labels)}
         # Row 0 allows every label; word types in the tag dictionary get their own rows, found
         # by orth id in an AtomTable of one column (a word not in it keeps row 0).
@@ -104,8 +105,10 @@ class StructuredTagger(SequenceLabeller):
         counts = pos_pass.pos_counts(eg.reference for eg in get_examples()) if attr == "tag" else {}
         self.cfg["pos_of_tag"] = {tag: max(sorted(seen), key=seen.__getitem__)
                                   for tag, seen in sorted(counts.items()) if tag in self._class_of_label}
+        predict = attr == "tag" and self.cfg["pos"] == "predict"
         self.cfg["pos_candidates"] = pos_pass.count_candidates(counts, self._class_of_label, self.n_classes) \
-            if attr == "tag" and self.cfg["pos"] == "predict" else {}
+            if predict else {}
+        self.cfg["pos_templates"] = [list(parts) for parts in pos_pass.TEMPLATES] if predict else []
         self._labels_changed()
 
     def _predicts_pos(self) -> bool:
@@ -114,10 +117,12 @@ class StructuredTagger(SequenceLabeller):
         return self.cfg["attr"] == "tag" and self.cfg.get("pos") == "predict" \
             and bool(self.cfg.get("pos_candidates"))
 
-    @property
-    def read_attrs(self) -> Tuple[int, ...]:   # type: ignore[override]
-        """What set_annotations reads besides the classes: the second pass's word attributes."""
-        return pos_pass.READ_ATTRS if self._pos_pass else ()
+    def _decode_prepared(self, prepared: Prepared) -> BatchClasses:
+        """SequenceLabeller's, with the second pass's word atoms kept for set_annotations."""
+        out = super()._decode_prepared(prepared)
+        if self._pos_pass:
+            out.pos_words = self._pos_pass.words(prepared.atoms.atoms)
+        return out
 
     def pipe_meta_overrides(self) -> Dict[str, Any]:
         """tag_acc is what attr = "tag" is selected on, pos_acc what attr = "pos" is; the other
@@ -169,12 +174,15 @@ class StructuredTagger(SequenceLabeller):
         attr = ATTRS[self.cfg["attr"]]
         with_pos = attr == TAG and bool(self._pos_values.any())
         docs = list(docs)
-        classes, offsets, extra = batch_arrays(docs, batch_classes, self.read_attrs, self.name)
+        classes, offsets, _ = batch_arrays(docs, batch_classes, (), self.name)
         if with_pos:
             attrs = [TAG, POS]
             values = numpy.stack([self._label_values[classes], self._pos_values[classes]], axis=1)
             if self._pos_pass and len(classes):
-                self._pos_pass.predict(self.model.weights, classes, offsets, extra, values[:, 1])
+                words = getattr(batch_classes, "pos_words", None)
+                if words is None or not batch_classes.matches(docs):
+                    words = self._pos_pass.words(self.model.atoms.batch(docs, self.name).atoms)
+                self._pos_pass.predict(self.model.weights, classes, offsets, words, values[:, 1])
         else:
             attrs = [attr]
             values = self._label_values[classes].reshape((-1, 1))
@@ -255,8 +263,8 @@ class StructuredTagger(SequenceLabeller):
                                          dtype=numpy.uint64)
             if not gold_pos.any():
                 continue
-            extra = doc.to_array(list(pos_pass.READ_ATTRS)).astype(numpy.uint64).reshape((len(doc), -1))
-            mistakes += self._pos_pass.update(weights, self._gold_classes(eg), gold_pos, extra)[1]
+            words = self._pos_pass.words(self.model.atoms(doc, self.name))
+            mistakes += self._pos_pass.update(weights, self._gold_classes(eg), gold_pos, words)[1]
         return mistakes
 
     def _gold_classes(self, eg: Example) -> numpy.ndarray:

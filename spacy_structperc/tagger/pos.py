@@ -6,8 +6,9 @@ those, by a linear model over the tag conjoined with the word and the next one, 
 the tags on both sides (the right-hand one, which the left-to-right tagger could not read).
 Only tokens whose predicted tag is ambiguous are scored. A POS counts as a tag's candidate when
 seen with it at least MIN_COUNT times and on at least MIN_SHARE of its tokens: on UD English
-EWT that leaves 17 of its 49 tags ambiguous, 63% of the tokens, instead of 26 and 82% for every
-POS ever seen (dev UPOS 95.49 against 95.51 offline, for ~40% less of the pass's time).
+EWT that leaves 17 of its 49 tags ambiguous, 65% of the tokens, instead of 26 and 82% for every
+POS ever seen (dev UPOS 95.48 against 95.51 with the fourteen templates below, for a fifth less
+of the pass's time).
 
 The model's rows live in the tagger's own weight table, under keys of their own: a tag's
 candidates are columns 0..K-1 (most frequent first), so the rows are averaged, saved, pruned,
@@ -17,35 +18,36 @@ their own. It is trained in the tagger's update() on the gold tags.
 from typing import Dict, Iterable, List, Sequence, Tuple
 
 import numpy
-from spacy.attrs import IS_TITLE, LOWER, SUFFIX
 from spacy.parts_of_speech import IDS as UPOS_IDS
 
-from .._core.tagging import prefix_scores
+from .._core.tagging import pos_keys, prefix_scores
 from .._core.weights import AveragedWeights
 
-# The token attributes the features read besides the tags (read with the tagger's atoms).
-READ_ATTRS = (LOWER, SUFFIX, IS_TITLE)
+# The word atoms the features read besides the tags: columns of the atoms the tagger extracted
+# for its own templates, so the pass reads nothing more from the Docs (reading three token
+# attributes from the Docs cost a third of the pass's time). An atom the tagger's templates do
+# not read is 0.
+WORD_ATOMS = ("lower", "s3", "is_title")
 
 MIN_COUNT = 2
 MIN_SHARE = 0.01
 
+# The parts a template may combine, in the order of pos_keys's part codes.
+PARTS = ("x", "t-1", "t+1", "w0", "w+1", "s", "title")
+
 # Template parts: "x" the token's own tag, "t-1" and "t+1" its neighbours' tags, "w0" and "w+1"
 # the lowercase word and the next, "s" the suffix, "title" capitalization and Doc-initial
-# position. On EWT dev (offline, tags of the tagger) these eight score as the fourteen with the
-# tag bigrams t+1 t+2 and t-2 t-1, w-1 and the conjunctions w0 t+1, w0 w+1 and t-1 w0 did.
+# position. On EWT dev these eight give 95.40 UPOS; fourteen (adding the tag bigrams t+1 t+2 and
+# t-2 t-1, w-1 and the conjunctions w0 t+1, w0 w+1 and t-1 w0) gave 95.48 for 75% more of the
+# pass's time, which the tagger's speed target has no room for.
 TEMPLATES: Tuple[Tuple[str, ...], ...] = (
     ("x",), ("x", "w0"), ("x", "t-1"), ("x", "t+1"), ("x", "t-1", "t+1"), ("x", "w+1"),
     ("x", "s"), ("x", "title"),
 )
-N_FEATURES = len(TEMPLATES)
 
-_M1 = numpy.uint64(0x9E3779B97F4A7C15)
-_M2 = numpy.uint64(0xBF58476D1CE4E5B9)
-_R1 = numpy.uint64(31)
-_R2 = numpy.uint64(29)
 # A seed per template, away from the tagger's template hashes (64-bit keys: a collision with
 # them is as unlikely as between two of its own templates).
-_SEEDS = [numpy.uint64((0x5EC0D9A55 * (t + 1)) ^ 0xD1B54A32D192ED03) for t in range(N_FEATURES)]
+_SEEDS = [numpy.uint64((0x5EC0D9A55 * (t + 1)) ^ 0xD1B54A32D192ED03) for t in range(64)]
 
 
 def count_candidates(pairs: Dict[str, Dict[str, int]], labels: Sequence[str], n_columns: int
@@ -68,9 +70,17 @@ def count_candidates(pairs: Dict[str, Dict[str, int]], labels: Sequence[str], n_
 
 
 class PosPass:
-    """The second pass of a tagger with these labels and candidates (see the module)."""
+    """The second pass of a tagger with these labels, candidates and templates (the parts of
+    each: TEMPLATES when trained, saved with the tagger), over atoms named `atom_names`."""
 
-    def __init__(self, labels: Sequence[str], candidates: Dict[str, List[str]]):
+    def __init__(self, labels: Sequence[str], candidates: Dict[str, List[str]],
+                 templates: Sequence[Sequence[str]], atom_names: Sequence[str]):
+        self.templates = [tuple(parts) for parts in templates]
+        self.spec = numpy.full((len(self.templates), 3), -1, dtype=numpy.int64)
+        for t, parts in enumerate(self.templates):
+            self.spec[t, :len(parts)] = [PARTS.index(part) for part in parts]
+        self.seeds = numpy.asarray(_SEEDS[:len(self.templates)], dtype=numpy.uint64)
+        self.word_cols = [list(atom_names).index(a) if a in atom_names else -1 for a in WORD_ATOMS]
         self.width = max([len(c) for c in candidates.values()] + [0])
         n = len(labels)
         self.n_candidates = numpy.zeros((n,), dtype=numpy.int64)
@@ -80,51 +90,32 @@ class PosPass:
             self.n_candidates[i] = len(cands)
             self.candidates[i, :len(cands)] = [UPOS_IDS[p] for p in cands]
         self.ambiguous = self.n_candidates >= 2
+        # Added to a token's scores: -inf in the columns its tag has no candidate for.
+        self.penalty = numpy.where(numpy.arange(max(1, self.width))[None, :] < self.n_candidates[:, None],
+                                   numpy.float32(0), numpy.float32(-numpy.inf)).astype(numpy.float32)
 
     def __bool__(self) -> bool:
         return bool(self.ambiguous.any())
 
-    def keys(self, classes: numpy.ndarray, offsets: numpy.ndarray, extra: numpy.ndarray,
-             rows: numpy.ndarray) -> numpy.ndarray:
-        """The feature keys (len(rows), N_FEATURES) of tokens `rows` of a batch: its tag
-        classes (-1 = unknown), Doc offsets and READ_ATTRS values (rows as classes)."""
-        doc_of = numpy.searchsorted(offsets, rows, side="right") - 1
-        start, end = offsets[doc_of], offsets[doc_of + 1]
-        tags = numpy.asarray(classes, dtype=numpy.int64) + 1   # 0: unknown or outside the Doc
-        values: Dict[str, numpy.ndarray] = {}
-
-        def at(column: numpy.ndarray, d: int) -> numpy.ndarray:
-            j = rows + d
-            inside = (j >= start) & (j < end)
-            out = numpy.zeros((len(rows),), dtype=numpy.uint64)
-            out[inside] = column[j[inside]]
-            return out
-
-        values["x"] = tags[rows].astype(numpy.uint64)
-        values["t-1"] = at(tags, -1)
-        values["t+1"] = at(tags, 1)
-        values["w0"] = extra[rows, 0]
-        values["w+1"] = at(extra[:, 0], 1)
-        values["s"] = extra[rows, 1]
-        values["title"] = extra[rows, 2] * numpy.uint64(2) + (rows == start).astype(numpy.uint64)
-        out = numpy.empty((len(rows), N_FEATURES), dtype=numpy.uint64)
-        for t, parts in enumerate(TEMPLATES):
-            h = numpy.full((len(rows),), _SEEDS[t], dtype=numpy.uint64)
-            for part in parts:
-                h ^= values[part]
-                h *= _M1
-                h ^= h >> _R1
-            h *= _M2
-            h ^= h >> _R2
-            out[:, t] = h
-        numpy.maximum(out, 1, out=out)   # key 0 marks an empty bucket of the table
+    def words(self, atoms: numpy.ndarray) -> numpy.ndarray:
+        """The WORD_ATOMS columns of the tagger's atoms (tokens x atoms), 0 for one it lacks."""
+        out = numpy.zeros((len(atoms), len(WORD_ATOMS)), dtype=numpy.uint64)
+        for k, col in enumerate(self.word_cols):
+            if col >= 0:
+                out[:, k] = atoms[:, col]
         return out
+
+    def keys(self, classes: numpy.ndarray, offsets: numpy.ndarray, words: numpy.ndarray,
+             rows: numpy.ndarray) -> numpy.ndarray:
+        """The feature keys (len(rows), templates) of tokens `rows` of a batch: its tag
+        classes (-1 = unknown), Doc offsets and `words` (rows as classes). Each key hashes its
+        template's seed and part values (64-bit multiply-xorshift steps); see pos_keys."""
+        return pos_keys(numpy.asarray(classes, dtype=numpy.int64) + 1, offsets, words, rows, self.spec, self.seeds)
 
     def _choose(self, weights: AveragedWeights, classes: numpy.ndarray, keys: numpy.ndarray,
                 rows: numpy.ndarray) -> numpy.ndarray:
         scores = prefix_scores(weights, keys, self.width)
-        n_cands = self.n_candidates[classes[rows]]
-        scores[numpy.arange(self.width)[None, :] >= n_cands[:, None]] = -numpy.inf
+        scores += self.penalty[classes[rows]]
         return numpy.argmax(scores, axis=1)
 
     def predict(self, weights: AveragedWeights, classes: numpy.ndarray, offsets: numpy.ndarray,
@@ -139,8 +130,8 @@ class PosPass:
     def update(self, weights: AveragedWeights, gold_classes: numpy.ndarray, gold_pos: numpy.ndarray,
                extra: numpy.ndarray) -> Tuple[int, int]:
         """One perceptron step at each token of one Doc whose gold tag is ambiguous and whose
-        gold POS is one of its candidates (gold_pos: UPOS ids, 0 = unknown). Returns (tokens
-        scored, mistakes)."""
+        gold POS is one of its candidates (gold_pos: UPOS ids, 0 = unknown; extra: its `words`).
+        Returns (tokens scored, mistakes)."""
         classes = numpy.asarray(gold_classes, dtype=numpy.int64)
         known = classes >= 0
         amb = numpy.zeros((len(classes),), dtype=bool)

@@ -8,7 +8,7 @@ from spacy.tokens import Doc
 from spacy.training import Example
 
 from spacy_structperc import StructuredTagger
-from spacy_structperc.tagger.pos import PosPass
+from spacy_structperc.tagger.pos import TEMPLATES, PosPass
 
 # Words, fine tags, universal POS. IN, VBP and DT are each seen with two universal POS, which
 # only the context tells apart (before + PRP: SCONJ, before + DT: ADP; have + VBN: AUX; that at
@@ -115,5 +115,15 @@ def test_bad_pos_setting_is_a_coded_error(value):
 
 
 def test_pos_pass_without_ambiguous_tags_is_off():
-    assert not PosPass(["NN", "VB"], {})
-    assert PosPass(["NN", "IN"], {"IN": ["ADP", "SCONJ"]})
+    assert not PosPass(["NN", "VB"], {}, TEMPLATES, ["lower"])
+    assert PosPass(["NN", "IN"], {"IN": ["ADP", "SCONJ"]}, TEMPLATES, ["lower"])
+
+
+def test_templates_are_saved_with_the_tagger(nlp_predict):
+    """A pass trained with other templates keeps reading its own: they are in its cfg."""
+    tagger = nlp_predict.get_pipe("tagger")
+    assert [tuple(p) for p in tagger.cfg["pos_templates"]] == list(TEMPLATES)
+    data = tagger.to_bytes()
+    nlp2 = spacy.blank("en")
+    loaded = nlp2.add_pipe("structperc_tagger", name="tagger").from_bytes(data)
+    assert loaded.cfg["pos_templates"] == tagger.cfg["pos_templates"]
