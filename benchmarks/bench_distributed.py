@@ -271,7 +271,8 @@ def child_timing(config: str, train: str, dev: str, output: str, workers: int, e
     # per shard, its Dask settings).
     with dask_client("train-distributed", workers=workers) as client:
         log = train_distributed(config, output, overrides={"paths.train": train, "paths.dev": dev},
-                                client=client, epochs=epochs, eval_every=eval_every, worker_nice=worker_nice)
+                                client=client, epochs=epochs, eval_every=eval_every, worker_nice=worker_nice,
+                                startup_seconds=client.structperc_startup_seconds)
     rows = log["epochs"]
     # Wall-clock per epoch with its dev evaluation and saving, as the serial baseline counts it.
     steady = [r["wall_seconds"] for r in rows[1:]] or [rows[0]["wall_seconds"]]
@@ -284,6 +285,7 @@ def child_timing(config: str, train: str, dev: str, output: str, workers: int, e
             "worker_peak_rss_mb": max(max(r["worker_peak_rss_mb"]) for r in rows),
             "dev_scores": [r["score"] for r in rows], "epochs": [{k: r[k] for k in keep} for r in rows],
             "resent_full_base": log["resent_full_base"], "worker_nice": log.get("worker_nice"),
+            "cluster_startup_seconds": log["startup_seconds"],     # apart from the epochs' seconds
             "phases": breakdown, "breakdown": _median_phases(breakdown[1:] or breakdown),
             "load_average_start": load_start, "load_average": C.load_average()}
 
