@@ -11,8 +11,12 @@ epochs (resident, keyed by the run's token: a new run drops the last one's). Eac
 sends back only the cells it changed, and the driver broadcasts only the mix of those cells (see
 `delta.py`: the result is `WeightsMixer`'s on the full states, bit for bit). A worker that dies
 loses nothing: its task is pure (the mix, the shard, the epoch and the seed fix its result), so
-Dask runs it again elsewhere, and a worker that does not hold the mix the task starts from (a
-restarted one) gets the full base from the driver; the epoch's mix is the one it would have been.
+it runs again elsewhere; what it starts from (the pipeline, the epoch's mix) travels as results
+of tasks whose specs the scheduler keeps (never `client.scatter`, whose values die with their
+last holder), and a worker that does not hold the mix the task starts from (a restarted one)
+gets the full base from the driver; the epoch's mix is the one it would have been. With no
+worker for `worker_timeout` seconds the run stops with S352 and the last completed epoch saved
+(`resume=True` continues it). `_faults.py` kills workers at a named phase, for the tests.
 """
 import json
 import os
