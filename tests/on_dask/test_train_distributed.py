@@ -45,7 +45,8 @@ def test_two_workers_train_a_loadable_pipeline_that_learns_the_toy_data(tmp_path
     assert len(first) == 2 and all(m > 0 for m in first) and sum(last) < sum(first)
     for name in ("model-best", "model-last"):
         assert _accuracy(tmp_path / "out" / name, toy_corpus[1]) >= 0.97
-    assert json.loads((tmp_path / "out" / "ipm_log.json").read_text())["epochs"][-1]["score"] > 0.9
+    # tag_acc: the config's score also weighs pos_acc, and the toy data has no POS.
+    assert json.loads((tmp_path / "out" / "ipm_log.json").read_text())["epochs"][-1]["scores"]["tag_acc"] > 0.9
 
 
 def test_one_shard_on_the_cluster_is_serial_training(tmp_path, cluster, toy_corpus, toy_config):
