@@ -57,19 +57,25 @@ def toy_corpus(tmp_path):
     return train, dev
 
 
-@pytest.fixture
-def toy_config(tmp_path):
-    """configs/tagger.cfg with small features and few epochs, so a run takes seconds."""
+def write_toy_config(folder, n_buckets=1 << 14, max_epochs=None):
+    """configs/tagger.cfg with small features (and max_epochs, if given) in folder/toy.cfg, so a
+    run takes seconds."""
     from spacy import util
 
     config = util.load_config(REPO / "configs" / "tagger.cfg", interpolate=False)
-    config["components"]["tagger"]["model"]["n_buckets"] = 1 << 14
+    config["components"]["tagger"]["model"]["n_buckets"] = n_buckets
     config["components"]["tagger"]["model"]["features"] = {"@misc": "spacy-structperc.tagger_features_small.v1"}
-    config["training"]["max_epochs"] = 3
-    config["paths"]["tagger_labels"] = str(tmp_path / "no-labels.json")
-    path = tmp_path / "toy_tagger.cfg"
-    config.to_disk(path)
-    return path
+    if max_epochs is not None:
+        config["training"]["max_epochs"] = max_epochs
+    config["paths"]["tagger_labels"] = str(folder / "no-labels.json")
+    config.to_disk(folder / "toy.cfg")
+    return folder / "toy.cfg"
+
+
+@pytest.fixture
+def toy_config(tmp_path):
+    """configs/tagger.cfg with small features and few epochs, so a run takes seconds."""
+    return write_toy_config(tmp_path, max_epochs=3)
 
 
 @pytest.fixture

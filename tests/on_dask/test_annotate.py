@@ -12,7 +12,7 @@ from spacy.tokens import Doc, DocBin
 from spacy_structperc.distributed.annotate import annotate
 from spacy_structperc.distributed.train import train_distributed
 
-from .conftest import toy_sentences, write_docbin
+from .conftest import toy_sentences, write_docbin, write_toy_config
 from .test_train_distributed import KillOnce, assert_killed
 
 pytestmark = pytest.mark.slow
@@ -21,18 +21,9 @@ cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 @pytest.fixture(scope="module")
 def pipeline(tmp_path_factory):
-    from spacy import util
-
-    from .conftest import REPO
-
     tmp = tmp_path_factory.mktemp("pipeline")
     train = write_docbin(tmp / "train.spacy", toy_sentences(120, 3))
-    config = util.load_config(REPO / "configs" / "tagger.cfg", interpolate=False)
-    config["components"]["tagger"]["model"]["n_buckets"] = 1 << 14
-    config["components"]["tagger"]["model"]["features"] = {"@misc": "spacy-structperc.tagger_features_small.v1"}
-    config["paths"]["tagger_labels"] = str(tmp / "no-labels.json")
-    config.to_disk(tmp / "toy.cfg")
-    train_distributed(tmp / "toy.cfg", tmp / "out", overrides={"paths.train": str(train), "paths.dev": str(train)},
+    train_distributed(write_toy_config(tmp), tmp / "out", overrides={"paths.train": str(train), "paths.dev": str(train)},
                       simulate=True, epochs=1, printer=None)
     return str(tmp / "out" / "model-last")
 

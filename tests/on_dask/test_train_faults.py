@@ -15,7 +15,7 @@ from spacy_structperc.distributed import _faults
 from spacy_structperc.distributed._dask import dask_client, start_local_cluster
 from spacy_structperc.distributed.train import train_distributed
 
-from .conftest import REPO, toy_sentences, write_docbin
+from .conftest import toy_sentences, write_docbin, write_toy_config
 
 pytestmark = pytest.mark.slow
 EPOCHS = 2
@@ -24,17 +24,11 @@ EPOCHS = 2
 @pytest.fixture(scope="module")
 def toy(tmp_path_factory):
     """A small tagger config and corpus (as conftest's toy_config and toy_corpus), for the module."""
-    from spacy import util
-
     root = tmp_path_factory.mktemp("toy")
     train = write_docbin(root / "train.spacy", toy_sentences(160, 1))
     dev = write_docbin(root / "dev.spacy", toy_sentences(40, 2))
-    config = util.load_config(REPO / "configs" / "tagger.cfg", interpolate=False)
-    config["components"]["tagger"]["model"]["n_buckets"] = 1 << 12
-    config["components"]["tagger"]["model"]["features"] = {"@misc": "spacy-structperc.tagger_features_small.v1"}
-    config["paths"]["tagger_labels"] = str(root / "no-labels.json")
-    config.to_disk(root / "toy.cfg")
-    return {"config": root / "toy.cfg", "overrides": {"paths.train": str(train), "paths.dev": str(dev)}}
+    return {"config": write_toy_config(root, n_buckets=1 << 12),
+            "overrides": {"paths.train": str(train), "paths.dev": str(dev)}}
 
 
 @pytest.fixture(scope="module")
