@@ -121,7 +121,7 @@ class StructuredTagger(SequenceLabeller):
         """SequenceLabeller's, with the second pass's word atoms kept for set_annotations."""
         out = super()._decode_prepared(prepared)
         if self._pos_pass:
-            out.pos_words = self._pos_pass.words(prepared.atoms.atoms)
+            setattr(out, "pos_words", self._pos_pass.words(prepared.atoms.atoms))
         return out
 
     def pipe_meta_overrides(self) -> Dict[str, Any]:
@@ -180,7 +180,7 @@ class StructuredTagger(SequenceLabeller):
             values = numpy.stack([self._label_values[classes], self._pos_values[classes]], axis=1)
             if self._pos_pass and len(classes):
                 words = getattr(batch_classes, "pos_words", None)
-                if words is None or not batch_classes.matches(docs):
+                if words is None or not (isinstance(batch_classes, BatchClasses) and batch_classes.matches(docs)):
                     words = self._pos_pass.words(self.model.atoms.batch(docs, self.name).atoms)
                 self._pos_pass.predict(self.model.weights, classes, offsets, words, values[:, 1])
         else:

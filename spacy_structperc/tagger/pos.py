@@ -15,7 +15,7 @@ candidates are columns 0..K-1 (most frequent first), so the rows are averaged, s
 checksummed and mixed (distributed training) with the tagger's weights and need no file of
 their own. It is trained in the tagger's update() on the gold tags.
 """
-from typing import Dict, Iterable, List, Sequence, Tuple
+from typing import Container, Dict, Iterable, List, Sequence, Tuple
 
 import numpy
 from spacy.parts_of_speech import IDS as UPOS_IDS
@@ -50,7 +50,7 @@ TEMPLATES: Tuple[Tuple[str, ...], ...] = (
 _SEEDS = [numpy.uint64((0x5EC0D9A55 * (t + 1)) ^ 0xD1B54A32D192ED03) for t in range(64)]
 
 
-def count_candidates(pairs: Dict[str, Dict[str, int]], labels: Sequence[str], n_columns: int
+def count_candidates(pairs: Dict[str, Dict[str, int]], labels: Container[str], n_columns: int
                      ) -> Dict[str, List[str]]:
     """The candidates of each ambiguous tag: the universal POS it was seen with (counts in
     `pairs`: tag -> POS -> count) at least MIN_COUNT times and on MIN_SHARE of its tokens, most
