@@ -618,11 +618,16 @@ def relative_path(path: str, root: Path = REPO_ROOT) -> str:
     p = Path(path)
     if p.parts[1:2] and p.parts[1] in SYSTEM_ROOTS:
         return path
+    # The checkout and the corpora beside it (project.yml's data_dir, ../shared/data) are
+    # relative to the checkout wherever it lies, a temporary folder included.
+    for near in (root, root.parent / "shared"):
+        if p == near or near in p.parents:
+            return os.path.relpath(p, root).replace(os.sep, "/")
     for tmp in {Path(tempfile.gettempdir()), Path("/tmp")}:
         if p == tmp or tmp in p.parents:
             return "<tmp>/" + p.relative_to(tmp).as_posix()
     home = Path.home()
-    if home != Path("/") and (home in p.parents) and not (root == p or root in p.parents):
+    if home != Path("/") and home in p.parents:
         return "~/" + p.relative_to(home).as_posix()
     return os.path.relpath(p, root).replace(os.sep, "/")
 
