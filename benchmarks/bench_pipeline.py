@@ -264,6 +264,7 @@ def main(argv=None) -> int:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--load-repeats", type=int, default=3)
     p.add_argument("--pipeline", default="", help="an assembled pipeline to benchmark instead of training one")
+    p.add_argument("--label", default="", help="how the rows name the --pipeline (e.g. how it was trained)")
     args = p.parse_args(argv)
     root = (args.data_root or C.default_data_root()).resolve()
     work = args.work_dir.resolve()
@@ -272,7 +273,10 @@ def main(argv=None) -> int:
     me = Path(__file__).resolve()
     command = "python benchmarks/bench_pipeline.py " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
     t0 = time.time()
-    jobs = [("structperc", "configs/pipeline_en.cfg: tagger, parser, chunker, clauses, ner", "run_structperc",
+    ours = "configs/pipeline_en.cfg: tagger, parser, chunker, clauses, ner"
+    if args.pipeline:
+        ours += f" ({args.label or 'as given by --pipeline'})"
+    jobs = [("structperc", ours, "run_structperc",
              {"data_root": str(root), "out_dir": str(run_dir / "structperc"),
               "tagger_parser": "" if args.quick else args.tagger_parser, "epochs": 1 if args.quick else args.epochs,
               "n_sentences": 50 if args.quick else args.n_sentences, "repeats": 1 if args.quick else args.repeats,
