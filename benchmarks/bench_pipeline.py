@@ -302,8 +302,9 @@ def main(argv=None) -> int:
     for system, metrics in measure_loads(models, 1 if args.quick else args.load_repeats, run_dir, errors).items():
         C.show_metrics(settings[system] + " (load)", metrics, 0.0)
         rows += [C.make_row(system, settings[system], k, v, dataset=DATASET) for k, v in metrics.items()]
-    C.save_results(results_dir / f"{COMPONENT}.json", COMPONENT, rows, details, replace=lambda r: False,
-                   errors=errors, command=command, quick=args.quick,
+    # Every run measures both systems again: it replaces the file's rows and details.
+    C.save_results(results_dir / f"{COMPONENT}.json", COMPONENT, rows, details, replace=lambda r: True,
+                   drop_detail=lambda k: True, errors=errors, command=command, quick=args.quick,
                    notes=["raw_wps: gold words per second of nlp.pipe over the raw text of the EWT test split "
                           "in documents of ten sentences (tokenizer included, one process, best of repeats)",
                           "benchmark_speed_wps: the mean of `spacy benchmark speed` on the same documents "
