@@ -32,9 +32,9 @@ def absolute_paths(obj):
 
 
 def test_the_check_finds_absolute_paths():
-    assert absolute_paths({"command": "spacy train /work/x/configs/parser.cfg --output /tmp/run/model",
+    assert absolute_paths({"command": "spacy train /srv/x/configs/parser.cfg --output /tmp/run/model",
                            "/root/cache/a": ["PYTHONPATH=/home/u/lib:x"]}) == \
-        ["/work/x/configs/parser.cfg", "/tmp/run/model", "/root/cache/a", "/home/u/lib"]
+        ["/srv/x/configs/parser.cfg", "/tmp/run/model", "/root/cache/a", "/home/u/lib"]
     assert absolute_paths({"notes": "words/s, sents_p/r/f, UAS / LAS, https://example.org/a/b, "
                                     "benchmarks/.work/runs, ../shared/data/conll2000, <tmp>/size/dev.spacy, "
                                     "/usr/bin/time -v, /proc/stat"}) == []
