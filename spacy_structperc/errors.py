@@ -268,6 +268,24 @@ class Errors(metaclass=ErrorsWithCodes):
             "good copy or retrain. The component was left as it was.")
 
 
+    # S400-S419: NER gazetteers and two-stage prediction (spacy_structperc/ner/).
+    S400 = ("The gazetteer block of component '{name}' is damaged: its checksum does not match its "
+            "contents (a truncated copy, a failed download, a disk error or a hand edit). Restore "
+            "it from a good copy or retrain; the component was left as it was.")
+    S401 = ("The gazetteer block of component '{name}' cannot be loaded: {reason}. It is damaged "
+            "or was not written by spacy-structperc; restore it from a good copy or retrain. The "
+            "component was left as it was.")
+    S402 = ("The gazetteer block of component '{name}' is in format version {found}, but this "
+            "spacy-structperc reads versions up to {supported}. Upgrade spacy-structperc to load it.")
+    S403 = ("Unknown gazetteer source {source!r} for component '{name}'; expected some of "
+            "{options} (\"train\": name lists mined from the training data).")
+    S404 = ("Component '{name}' uses the gazetteer source '{source}', which needs the Python "
+            "package '{package}' at initialization ({reason}). Install the optional extra: "
+            "`pip install \"spacy-structperc[gazetteers]\"`, or remove '{source}' from "
+            "components.{name}.gazetteers. A trained model carries its lists and needs neither.")
+    S405 = ("The saved model of component '{name}' has gazetteer features but no gazetteer block "
+            "({reason}). Save and load the whole component directory, or retrain.")
+
 class Warnings(metaclass=ErrorsWithCodes):
     W001 = ("Component '{name}' skipped {n} example(s) in this batch whose tokenization could not "
             "be aligned with the gold standard.")

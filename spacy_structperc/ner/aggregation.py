@@ -1,0 +1,72 @@
+"""Two-stage prediction aggregation (Ratinov and Roth 2009 §5) for structperc_ner.
+
+The first stage decodes a Doc without these atoms; the second decodes it again with what the
+first said about the other occurrences of each word (lower-cased) in the same Doc:
+- agg: the entity types (or O) the first stage gave the word's other occurrences, as a set;
+- aggp: the same for its earlier occurrences only (the extended prediction history).
+A Doc is on its own: its atoms are the same in any batch, so nlp(), nlp.pipe and
+nlp.pipe(n_process=2) agree. A Doc of a whole text gives the most; a sentence, little.
+"""
+from typing import Dict, List, Sequence
+
+import numpy
+
+from ..atoms import _h
+
+STAGE_ATOMS = ("agg", "aggp")
+_VALUES: Dict[tuple, int] = {}
+
+
+def _value(name: str, mask: int) -> int:
+    key = (name, mask)
+    value = _VALUES.get(key)
+    if value is None:
+        bits = [str(b) for b in range(64) if mask >> b & 1]
+        value = _VALUES[key] = _h(name, "|".join(bits))
+    return value
+
+
+def stage_atoms(words: numpy.ndarray, classes: numpy.ndarray, offsets: numpy.ndarray,
+                names: Sequence[str]) -> List[numpy.ndarray]:
+    """The atoms `names` (of STAGE_ATOMS) of a batch whose Doc k is rows offsets[k]:offsets[k+1]:
+    `words` identifies a token's word (its lower-cased form), `classes` are the first stage's
+    BIO classes (0 = O, 1 + 2t = B of type t, 2 + 2t = I of type t)."""
+    n = len(words)
+    out = {name: numpy.zeros((n,), dtype=numpy.uint64) for name in names}
+    if n == 0:
+        return [out[name] for name in names]
+    classes = numpy.asarray(classes, dtype=numpy.int64)
+    value = numpy.where(classes > 0, (classes - 1) // 2 + 1, 0)   # 0 = O, t + 1 = type t
+    n_values = int(value.max()) + 1
+    lengths = numpy.diff(offsets)
+    doc_of = numpy.repeat(numpy.arange(len(lengths)), lengths)
+    order = numpy.lexsort((numpy.arange(n), words, doc_of))
+    new = numpy.ones((n,), dtype=bool)
+    new[1:] = (doc_of[order][1:] != doc_of[order][:-1]) | (words[order][1:] != words[order][:-1])
+    group_sorted = numpy.cumsum(new) - 1
+    onehot = numpy.zeros((n, n_values), dtype=numpy.int64)
+    onehot[order, value[order]] = 1
+    weights = 1 << numpy.arange(n_values, dtype=numpy.int64)
+    if "agg" in out:
+        counts = numpy.zeros((int(group_sorted[-1]) + 1, n_values), dtype=numpy.int64)
+        numpy.add.at(counts, group_sorted, onehot[order])
+        group = numpy.empty((n,), dtype=numpy.int64)
+        group[order] = group_sorted
+        masks = ((counts[group] - onehot) > 0) @ weights
+        out["agg"] = _column("agg", masks)
+    if "aggp" in out:
+        cum = numpy.cumsum(onehot[order], axis=0)
+        starts = numpy.flatnonzero(new)
+        before = numpy.zeros_like(cum)
+        before[1:] = cum[:-1]
+        prev = before - before[starts][group_sorted]   # counts of the group's earlier tokens
+        masks = numpy.empty((n,), dtype=numpy.int64)
+        masks[order] = (prev > 0) @ weights
+        out["aggp"] = _column("aggp", masks)
+    return [out[name] for name in names]
+
+
+def _column(name: str, masks: numpy.ndarray) -> numpy.ndarray:
+    uniq, inverse = numpy.unique(masks, return_inverse=True)
+    table = numpy.array([_value(name, m) if m else 0 for m in uniq.tolist()], dtype=numpy.uint64)
+    return table[inverse.reshape(-1)]
