@@ -16,6 +16,10 @@ cdef enum:
     ADDR_S0L, ADDR_S0R, ADDR_S0L2, ADDR_S0R2
     ADDR_S1L, ADDR_S1R, ADDR_S1L2, ADDR_S1R2
     ADDR_DIST    # the distance s0 - s1, bucketed; not a token
+    # q0's leftmost (and second-leftmost) children: only arc-hybrid builds arcs into the
+    # buffer's front. After ADDR_DIST, so that the keys of earlier models stay as they were.
+    ADDR_Q0L, ADDR_Q0L2
+    ADDR_DIST0   # the distance q0 - s0, bucketed: what an arc-hybrid LEFT-ARC spans
     N_ADDR
 
 cdef enum:
@@ -59,6 +63,8 @@ cdef class ArcStandardSystem(TransitionSystem):
     cdef readonly int n_tokens
     cdef readonly int label_candidates
     cdef readonly bint allow_break
+    cdef readonly bint hybrid       # arc-hybrid: LEFT-ARC attaches s0 to q0 (else arc-standard)
+    cdef public bint eager_break   # dynamic oracle: SHIFT after a complete sentence costs one
     cdef readonly bint has_gold
     cdef public bint complete_gold   # score(): only the oracle's action where it knows one
     cdef object _allowed
@@ -100,6 +106,8 @@ cdef class ArcStandardSystem(TransitionSystem):
     cdef bint _may_descend(self, int q, int s0) noexcept nogil
     cdef void mask_inconsistent(self, const void* state, weight_t* scores) noexcept nogil
     cdef bint _breaks_known(self, const void* state, int action) noexcept nogil
+    cdef bint _on_stack(self, const void* state, int token) noexcept nogil
+    cdef int _move_costs(self, const void* state, int* costs) noexcept nogil
 
 
 cdef int read_tree(ArcStandardSystem system, const char* state, int* heads, int* labels) noexcept nogil

@@ -31,7 +31,7 @@ the s0-s1 distance; attributes are atom-table columns (word, tag, ...) or struct
 left / right valency). A position that does not exist reads a per-position NONE value, so
 "s2 is empty" is a feature; an absent atom (0) fires no feature, as in templates.pyx.
 """
-from libc.stdlib cimport calloc, free
+from libc.stdlib cimport calloc, malloc, free
 from libc.string cimport memcpy, memset
 from libc.math cimport INFINITY
 import numpy
@@ -45,12 +45,18 @@ from .weights cimport AveragedWeights
 ADDRESSES = {"s0": ADDR_S0, "s1": ADDR_S1, "s2": ADDR_S2, "q0": ADDR_Q0, "q1": ADDR_Q1,
              "q2": ADDR_Q2, "s0l": ADDR_S0L, "s0r": ADDR_S0R, "s0l2": ADDR_S0L2,
              "s0r2": ADDR_S0R2, "s1l": ADDR_S1L, "s1r": ADDR_S1R, "s1l2": ADDR_S1L2,
-             "s1r2": ADDR_S1R2, "dist": ADDR_DIST}
+             "s1r2": ADDR_S1R2, "dist": ADDR_DIST, "q0l": ADDR_Q0L, "q0l2": ADDR_Q0L2,
+             "dist0": ADDR_DIST0}
+DISTANCES = ("dist", "dist0")
+SYSTEMS = ("arc-standard", "arc-hybrid")
 STRUCTURAL = {"dep": ATTR_DEP, "vl": ATTR_VL, "vr": ATTR_VR}
 
 cdef enum:
     A_STACK, A_HEAD, A_LABEL, A_LC1, A_LC2, A_RC1, A_RC2, A_NL, A_NR
     N_ARRAYS
+
+cdef enum:
+    M_SHIFT, M_BREAK, M_LEFT, M_RIGHT   # arc-hybrid's moves, for _move_costs
 
 cdef hash_t NONE_VALUE = 0x6a09e667f3bcc909ULL
 DEF CACHE_SIZE = 256
@@ -60,7 +66,7 @@ cdef class ParseTemplates:
     def __cinit__(self, specs, atom_names):
         """specs: [{"name": str, "parts": [[position, attribute], ...]}, ...]; a template with
         no parts is the bias. Positions: s0 s1 s2 q0 q1 q2 s0l s0r s0l2 s0r2 s1l s1r s1l2 s1r2,
-        and ["dist", "s0s1"]. Attributes: an atom name, or dep / vl / vr."""
+        ["dist", "s0s1"] and ["dist0", "s0q0"]. Attributes: an atom name, or dep / vl / vr."""
         self.atom_names = list(atom_names)
         self.specs = [dict(name=str(s["name"]), parts=[list(p) for p in s["parts"]]) for s in specs]
         col_of = {name: j for j, name in enumerate(self.atom_names)}
@@ -82,7 +88,7 @@ cdef class ParseTemplates:
                     raise ValueError(f"template {spec['name']!r}: unknown position {where!r}; "
                                      f"expected one of {sorted(ADDRESSES)}")
                 self.c[t].addr[p] = ADDRESSES[where]
-                if where == "dist":
+                if where in DISTANCES:
                     self.c[t].attr[p] = ATTR_DIST
                 elif what in STRUCTURAL:
                     self.c[t].attr[p] = STRUCTURAL[what]
@@ -113,7 +119,7 @@ _QUEUE = {"q0", "q1", "q2"}
 def _template_group(parts) -> int:
     """0: reads only the queue's atoms (or nothing: the bias); 1: only s0's atoms and the
     queue's; 2: anything else (s1, s2, children, labels, valency, distance)."""
-    if any(where == "dist" or what in STRUCTURAL for where, what in parts):
+    if any(where in DISTANCES or what in STRUCTURAL for where, what in parts):
         return 2
     positions = {where for where, _ in parts}
     if positions <= _QUEUE:
@@ -150,10 +156,16 @@ cdef inline bint _contains(const hash_t* keys, Py_ssize_t n, hash_t key) noexcep
 
 
 cdef class ArcStandardSystem(TransitionSystem):
-    """Labelled arc-standard transitions over one bound span (a sentence, or a whole Doc)."""
+    """Labelled arc-standard transitions over one bound span (a sentence, or a whole Doc); with
+    system="arc-hybrid", arc-hybrid transitions (Kuhlmann et al. 2011) and their dynamic oracle
+    (Goldberg and Nivre 2013): see action_costs."""
 
     def __init__(self, ParseTemplates templates, AveragedWeights weights, int n_labels,
-                 int label_candidates=1):
+                 int label_candidates=1, str system="arc-standard"):
+        if system not in SYSTEMS:
+            raise ValueError(f"system must be one of {SYSTEMS}, got {system!r}")
+        self.hybrid = system == "arc-hybrid"
+        self.eager_break = True
         if n_labels < 1:
             raise ValueError(f"n_labels must be >= 1, got {n_labels}")
         if weights.n_classes != N_FIXED_ACTIONS + 2 * n_labels:
@@ -285,7 +297,13 @@ cdef class ArcStandardSystem(TransitionSystem):
             return st.buf < self.n_tokens
         if action == BREAK:
             return self.allow_break and st.n_stack == 1 and st.buf < self.n_tokens
+        if self.hybrid and (action - N_FIXED_ACTIONS) % 2 == 0:
+            return st.n_stack >= 1 and st.buf < self.n_tokens   # LEFT-ARC: s0 <- q0
         return st.n_stack >= 2
+
+    @property
+    def system(self):
+        return "arc-hybrid" if self.hybrid else "arc-standard"
 
     cdef void transition(self, void* state, int action) noexcept nogil:
         cdef ParseStateC* st = <ParseStateC*>state
@@ -296,6 +314,17 @@ cdef class ArcStandardSystem(TransitionSystem):
             st.n_stack += 1
             st.buf += 1
         elif action == BREAK:
+            st.n_stack -= 1
+        elif self.hybrid and (action - N_FIXED_ACTIONS) % 2 == 0:
+            # arc-hybrid LEFT-ARC: s0 <- q0; s0 lies left of every earlier left child of q0
+            # (those were above it on the stack).
+            label = (action - N_FIXED_ACTIONS) // 2
+            s0 = stack[st.n_stack - 1]
+            self.arr(state, A_HEAD)[s0] = st.buf
+            self.arr(state, A_LABEL)[s0] = label
+            self.arr(state, A_LC2)[st.buf] = self.arr(state, A_LC1)[st.buf]
+            self.arr(state, A_LC1)[st.buf] = s0
+            self.arr(state, A_NL)[st.buf] += 1
             st.n_stack -= 1
         elif (action - N_FIXED_ACTIONS) % 2 == 0:
             # LEFT-ARC: s1 <- s0; s1 lies left of every earlier left child of s0.
@@ -348,6 +377,12 @@ cdef class ArcStandardSystem(TransitionSystem):
         else:
             tok[ADDR_S1L] = tok[ADDR_S1L2] = tok[ADDR_S1R] = tok[ADDR_S1R2] = -1
             tok[ADDR_DIST] = -1
+        if tok[ADDR_Q0] >= 0:
+            tok[ADDR_Q0L] = self.arr(state, A_LC1)[tok[ADDR_Q0]]
+            tok[ADDR_Q0L2] = self.arr(state, A_LC2)[tok[ADDR_Q0]]
+        else:
+            tok[ADDR_Q0L] = tok[ADDR_Q0L2] = -1
+        tok[ADDR_DIST0] = _dist_bucket(tok[ADDR_Q0] - s0) if s0 >= 0 and tok[ADDR_Q0] >= 0 else -1
 
     cdef int features(self, const void* state, hash_t* keys) noexcept nogil:
         # The keys updates are made on: with an allowed set (see set_allowed_keys), only those.
@@ -405,7 +440,8 @@ cdef class ArcStandardSystem(TransitionSystem):
     cdef int forced_action(self, const void* state) noexcept nogil:
         # SHIFT onto an empty stack, or onto one item where the sentence cannot end (BREAK).
         cdef const ParseStateC* st = <const ParseStateC*>state
-        if st.buf < self.n_tokens and (st.n_stack == 0 or (st.n_stack == 1 and not self.allow_break)):
+        if st.buf < self.n_tokens and (st.n_stack == 0 or (st.n_stack == 1 and not self.allow_break
+                                                            and not self.hybrid)):
             return SHIFT
         return -1
 
@@ -425,7 +461,9 @@ cdef class ArcStandardSystem(TransitionSystem):
         cdef hash_t sig = 0x84222325cbf29ce4ULL
         cdef int slot
         cdef const ParseStateC* st = <const ParseStateC*>state
-        if not search and st.n_stack < 2:
+        cdef bint right_ok = st.n_stack >= 2
+        cdef bint left_ok = (st.n_stack >= 1 and st.buf < self.n_tokens) if self.hybrid else right_ok
+        if not search and not left_ok and not right_ok:
             # Only SHIFT and BREAK can be valid: their two columns are all that is read (the
             # arcs' scores are -inf below).
             self._score_moves_greedy(state, scores)
@@ -448,12 +486,15 @@ cdef class ArcStandardSystem(TransitionSystem):
             scores[SHIFT] = -INFINITY
         if not self.is_valid(state, BREAK):
             scores[BREAK] = -INFINITY
-        if st.n_stack < 2:
-            for a in range(N_FIXED_ACTIONS, self.n_actions):
+        if not left_ok:
+            for a in range(N_FIXED_ACTIONS, self.n_actions, 2):
+                scores[a] = -INFINITY
+        if not right_ok:
+            for a in range(N_FIXED_ACTIONS + 1, self.n_actions, 2):
                 scores[a] = -INFINITY
         if self.has_gold:
             self.mask_inconsistent(state, scores)
-        if st.n_stack < 2:
+        if not left_ok and not right_ok:
             return
         if search and self.label_candidates > 0 and self.label_candidates < L:
             g = self.gold_action(state) if self.has_gold else -1
@@ -548,7 +589,28 @@ cdef class ArcStandardSystem(TransitionSystem):
         cdef const int* stack = self.arr(state, A_STACK)
         cdef const int* nl = self.arr(state, A_NL)
         cdef const int* nr = self.arr(state, A_NR)
-        cdef int s0, s1, label
+        cdef int s0, s1, label, h
+        cdef int moves[4]
+        if self.hybrid:
+            # The first move that loses no known arc, in the order LEFT-ARC, RIGHT-ARC, BREAK,
+            # SHIFT: on the gold tree's path, its canonical derivation. Unknown (-1) where that
+            # move's dependent has a missing head or label.
+            self._move_costs(state, moves)
+            s0 = stack[st.n_stack - 1] if st.n_stack >= 1 else -1
+            h = self.gold_heads[s0] if s0 >= 0 else -3
+            if moves[M_LEFT] == 0 and h == st.buf:
+                label = self.gold_labels[s0]
+                return N_FIXED_ACTIONS + 2 * label if label >= 0 else -1
+            if moves[M_RIGHT] == 0 and h == stack[st.n_stack - 2]:
+                label = self.gold_labels[s0]
+                return N_FIXED_ACTIONS + 2 * label + 1 if label >= 0 else -1
+            if moves[M_BREAK] == 0 and h == -1:
+                return BREAK
+            if h == -2 and (moves[M_LEFT] == 0 or moves[M_RIGHT] == 0 or moves[M_BREAK] == 0):
+                return -1   # s0's missing head may be q0, s1 or none
+            if moves[M_SHIFT] == 0:
+                return SHIFT
+            return -1
         if st.n_stack >= 2:
             s0 = stack[st.n_stack - 1]
             s1 = stack[st.n_stack - 2]
@@ -579,13 +641,29 @@ cdef class ArcStandardSystem(TransitionSystem):
         actions that would make a known arc impossible, so the path the trainer follows (the
         model's best remaining action) stays consistent with every known head and the oracle's
         later answers about them stay right. If that rules out everything, nothing is masked."""
-        cdef int a, n_left = 0
+        cdef int a, n_left = 0, least = -1
         cdef int g = self.gold_action(state)
+        cdef int* costs
         if g >= 0:
             if self.complete_gold and scores[g] != -INFINITY:
                 for a in range(self.n_actions):
                     if a != g:
                         scores[a] = -INFINITY
+            return
+        if self.hybrid:
+            # The dynamic oracle knows which actions lose a known arc: keep the others.
+            costs = <int*>malloc(self.n_actions * sizeof(int))
+            if costs == NULL:
+                return
+            self.action_costs(state, costs)
+            for a in range(self.n_actions):
+                if scores[a] != -INFINITY and costs[a] >= 0 and (least < 0 or costs[a] < least):
+                    least = costs[a]
+            if least >= 0:
+                for a in range(self.n_actions):
+                    if scores[a] != -INFINITY and costs[a] != least:
+                        scores[a] = -INFINITY
+            free(costs)
             return
         for a in range(self.n_actions):
             if scores[a] != -INFINITY and not self._breaks_known(state, a):
@@ -618,6 +696,93 @@ cdef class ArcStandardSystem(TransitionSystem):
         if nl[dep] + nr[dep] < self.gold_kids[dep] or self.gold_heads[head] == dep:
             return True
         return h == head and self.gold_labels[dep] >= 0 and self.gold_labels[dep] != label
+
+    cdef bint _on_stack(self, const void* state, int token) noexcept nogil:
+        cdef const ParseStateC* st = <const ParseStateC*>state
+        cdef const int* stack = self.arr(state, A_STACK)
+        cdef int k
+        for k in range(st.n_stack):
+            if stack[k] == token:
+                return True
+        return False
+
+    cdef int _move_costs(self, const void* state, int* costs) noexcept nogil:
+        """arc-hybrid: the cost of each move (M_SHIFT, M_BREAK, M_LEFT, M_RIGHT; -1 when not
+        valid), unlabelled: how many known gold arcs reachable from `state` it makes unreachable.
+        A root is an arc from outside the span. In arc-hybrid a token in the buffer can still
+        take any live token as its head, and be a root; a token on the stack can take a head from
+        the buffer, or the token right below it, and be a root only from the stack's bottom; a
+        token that left the stack heads nothing more (Goldberg and Nivre 2013, with the root
+        after the buffer). Missing heads (-2) are no arcs: they cost nothing."""
+        cdef const ParseStateC* st = <const ParseStateC*>state
+        cdef const int* stack = self.arr(state, A_STACK)
+        cdef int n = self.n_tokens, b = st.buf, k, h, kids = 0, c
+        cdef int s0 = stack[st.n_stack - 1] if st.n_stack >= 1 else -1
+        cdef int s1 = stack[st.n_stack - 2] if st.n_stack >= 2 else -1
+        costs[M_SHIFT] = costs[M_BREAK] = costs[M_LEFT] = costs[M_RIGHT] = -1
+        if b < n:
+            # q0 goes onto the stack: it loses its dependents there, a head there other than
+            # s0, and being a root unless the stack was empty.
+            h = self.gold_heads[b]
+            c = 0
+            for k in range(st.n_stack):
+                if self.gold_heads[stack[k]] == b:
+                    c += 1
+            if h >= 0 and h != s0 and h < b and self._on_stack(state, h):
+                c += 1
+            if h == -1 and st.n_stack >= 1:
+                c += 1
+            costs[M_SHIFT] = c
+        if s0 < 0:
+            return 0
+        # s0 leaves the stack (every arc move, and BREAK): it loses its dependents in the buffer.
+        for k in range(b, n):
+            if self.gold_heads[k] == s0:
+                kids += 1
+        h = self.gold_heads[s0]
+        if b < n:
+            costs[M_LEFT] = kids + ((h >= 0 and h != b and (h >= b or h == s1))
+                                    or (h == -1 and st.n_stack == 1))
+        if s1 >= 0:
+            costs[M_RIGHT] = kids + (h >= b)
+        if self.allow_break and st.n_stack == 1 and b < n:
+            costs[M_BREAK] = kids + (h >= b)
+            if self.eager_break and h == -1 and kids == 0:
+                # s0's sentence is complete. SHIFT loses no arc (the BREAK can still come once
+                # the next sentence's words before its root are reduced), but a parser that
+                # learns to put it off learns to parse across the boundary: one for SHIFT.
+                costs[M_SHIFT] += 1
+        return 0
+
+    cdef bint action_costs(self, const void* state, int* costs) noexcept nogil:
+        """The dynamic oracle of arc-hybrid (Goldberg and Nivre 2013): each action's cost, the
+        moves' (_move_costs) plus one for an arc to its gold head under a wrong known label; -1
+        for an invalid action. arc-hybrid is arc-decomposable, so the least loss reachable from
+        a state after an action is the state's plus the action's cost (the tests check it
+        against search over every completion). arc-standard has no such oracle here: False."""
+        if not self.hybrid or not self.has_gold:
+            return False
+        cdef const ParseStateC* st = <const ParseStateC*>state
+        cdef const int* stack = self.arr(state, A_STACK)
+        cdef int moves[4]
+        cdef int a, label, h = -3, gl = -1, head_left = -3, head_right = -3
+        self._move_costs(state, moves)
+        if st.n_stack >= 1:
+            h = self.gold_heads[stack[st.n_stack - 1]]
+            gl = self.gold_labels[stack[st.n_stack - 1]]
+            head_left = st.buf
+            head_right = stack[st.n_stack - 2] if st.n_stack >= 2 else -3
+        costs[SHIFT] = moves[M_SHIFT]
+        costs[BREAK] = moves[M_BREAK]
+        for label in range(self.n_labels):
+            a = N_FIXED_ACTIONS + 2 * label
+            costs[a] = moves[M_LEFT]
+            if costs[a] >= 0 and h == head_left and gl >= 0 and gl != label:
+                costs[a] += 1
+            costs[a + 1] = moves[M_RIGHT]
+            if costs[a + 1] >= 0 and h == head_right and gl >= 0 and gl != label:
+                costs[a + 1] += 1
+        return True
 
     cdef bint _may_descend(self, int q, int s0) noexcept nogil:
         """Whether token q (or nothing, q >= n) may be a descendant of s0 in the gold tree,

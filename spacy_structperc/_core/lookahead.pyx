@@ -186,7 +186,8 @@ def decode(TransitionSystem system, int depth=0):
 NO_ACTION = "no valid action after {t} steps: the constraints admit no complete analysis"
 
 
-def train(TransitionSystem system, int depth=0, float margin=0.0, bint record=False):
+def train(TransitionSystem system, int depth=0, float margin=0.0, bint record=False,
+          bint dynamic=False, double explore=0.0, unsigned long long seed=0):
     """One pass of the lookahead margin perceptron (tsuruoka2011 Fig. 3) over the bound input.
 
     Decisions follow the gold history (the oracle's action); where the gold action is unknown
@@ -194,6 +195,13 @@ def train(TransitionSystem system, int depth=0, float margin=0.0, bint record=Fa
     (n_updates, n_errors, records): errors count decisions whose unpenalised argmax was wrong;
     with `record`, records holds (correct_path, predicted_path, w . (Phi(c) - Phi(p))) per update,
     measured before the update, for the guarantees the tests check.
+
+    dynamic: training with exploration (Goldberg and Nivre 2012, 2013) on a system with a dynamic
+    oracle (action_costs). The correct actions of a state are those of least cost, and the gold
+    action is the best-valued of them; an update is made when the (margin-penalised) best action
+    is not one of them. The next state follows the model's own best action with probability
+    `explore` (drawn from `seed`, so a pass is repeatable), else the gold action: the parser
+    learns what to do after its own mistakes.
     """
     cdef Lookahead la = Lookahead(system, depth)
     cdef int n_steps = system.max_steps()
@@ -201,9 +209,13 @@ def train(TransitionSystem system, int depth=0, float margin=0.0, bint record=Fa
     cdef int* lengths = <int*>malloc(system.n_actions * sizeof(int))
     cdef char* state = <char*>malloc(system.state_size)
     cdef char* scratch = <char*>malloc(2 * system.state_size + 1)
-    cdef int t = 0, a_gold, a_star, a_plain, n_updates = 0, n_errors = 0, k
+    cdef int t = 0, a_gold, a_star, a_plain, n_updates = 0, n_errors = 0, k, a, least
+    cdef int* costs = <int*>malloc(system.n_actions * sizeof(int))
+    cdef unsigned long long rng = seed * 0x9e3779b97f4a7c15ULL + 0x2545f4914f6cdd1dULL
+    cdef double v_gold
     records = [] if record else None
-    if not (lengths and state and scratch):
+    if not (lengths and state and scratch and costs):
+        free(lengths); free(state); free(scratch); free(costs)
         raise MemoryError()
     try:
         system.init_state(state)
@@ -212,16 +224,30 @@ def train(TransitionSystem system, int depth=0, float margin=0.0, bint record=Fa
                 PyErr_CheckSignals()
             with nogil:
                 la.evaluate(state, lengths)
-                a_gold = system.gold_action(state)
-                if a_gold >= 0 and la.values[a_gold] == -INFINITY:
-                    a_gold = -1   # the gold action is invalid here: nothing to learn from it
+                least = -1
+                if dynamic:
+                    if not system.action_costs(state, costs):
+                        with gil:
+                            raise ValueError("this transition system has no dynamic oracle")
+                    a_gold = -1
+                    for a in range(system.n_actions):
+                        if la.values[a] != -INFINITY and costs[a] >= 0 and (least < 0 or costs[a] < least):
+                            least = costs[a]
+                    for a in range(system.n_actions):
+                        if la.values[a] != -INFINITY and costs[a] == least and (
+                                a_gold < 0 or la.values[a] > la.values[a_gold]):
+                            a_gold = a
+                else:
+                    a_gold = system.gold_action(state)
+                    if a_gold >= 0 and la.values[a_gold] == -INFINITY:
+                        a_gold = -1   # the gold action is invalid here: nothing to learn from it
                 a_plain = _argmax(la.values, system.n_actions, -1, 0.0)
                 a_star = _argmax(la.values, system.n_actions, a_gold, margin) if a_gold >= 0 else a_plain
             if a_plain < 0:
                 break
-            if a_gold >= 0 and a_plain != a_gold:
+            if a_gold >= 0 and (costs[a_plain] != least if dynamic else a_plain != a_gold):
                 n_errors += 1
-            if a_gold >= 0 and a_star != a_gold:
+            if a_gold >= 0 and a_star != a_gold and not (dynamic and costs[a_star] == least):
                 if record:
                     g = [la.root_paths[a_gold * D1 + k] for k in range(lengths[a_gold])]
                     p = [la.root_paths[a_star * D1 + k] for k in range(lengths[a_star])]
@@ -231,8 +257,14 @@ def train(TransitionSystem system, int depth=0, float margin=0.0, bint record=Fa
                              &la.root_paths[a_star * D1], lengths[a_star], 1.0, scratch)
                 n_updates += 1
             a = a_gold if a_gold >= 0 else a_plain
+            if dynamic and explore > 0.0:
+                rng ^= rng >> 12
+                rng ^= rng << 25
+                rng ^= rng >> 27
+                if <double>((rng * 0x2545f4914f6cdd1dULL) >> 11) * (1.0 / 9007199254740992.0) < explore:
+                    a = a_plain
             t += 1
             system.transition(state, a)
     finally:
-        free(lengths); free(state); free(scratch)
+        free(lengths); free(state); free(scratch); free(costs)
     return n_updates, n_errors, records

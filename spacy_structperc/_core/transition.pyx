@@ -41,6 +41,11 @@ cdef class TransitionSystem:
     cdef int max_steps(self) noexcept nogil:
         return 0
 
+    cdef bint action_costs(self, const void* state, int* costs) noexcept nogil:
+        # A dynamic oracle: each action's cost, the number of gold arcs (or labels) it makes
+        # unreachable from `state` (-1 for an invalid action); False when the system has none.
+        return False
+
     # Python view of the interface: states are bytes. Used by tests and brute-force checks.
 
     def initial_state(self):
@@ -72,6 +77,16 @@ cdef class TransitionSystem:
         cdef float[::1] o = out
         cdef const char* p = state
         self.score_argmax(p, &o[0])
+        return out
+
+    def costs(self, bytes state):
+        """The dynamic oracle's cost of every action from `state` (-1: invalid), or None when
+        the system has no dynamic oracle."""
+        out = numpy.zeros((self.n_actions,), dtype=numpy.int32)
+        cdef int[::1] o = out
+        cdef const char* p = state
+        if not self.action_costs(p, &o[0]):
+            return None
         return out
 
     def final(self, bytes state):

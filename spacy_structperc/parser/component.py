@@ -35,7 +35,7 @@ from spacy.vocab import Vocab
 
 from .. import docarrays
 from .._core import batch, beam, lookahead
-from .._core.arcstandard import ArcStandardSystem
+from .._core.arcstandard import SYSTEMS, ArcStandardSystem
 from ..errors import Errors
 from ..atoms import AtomBatch
 from ..reranking.features import GROUPS, GROUPS_V1
@@ -48,6 +48,7 @@ from .nonproj import deprojectivize, is_decorated, projective_gold, undecorated
 from ..pipeline.sequence import _choice
 
 DECODERS = ("greedy", "beam")
+ORACLES = ("static", "dynamic")
 PARSE_WINDOW = 1000   # tokens bound at once in a Doc without sentence boundaries
 BACKOFF_LABEL = "dep"
 # features: the eight groups of rerank_features.v1 did best on held-out jackknifed EWT lists
@@ -157,13 +158,26 @@ class StructuredParser(PerceptronPipe):
                  decoder: str = "greedy", lookahead_depth: int = 0, label_candidates: int = 1,
                  beam_width: int = 8, update: str = "max-violation", margin: float = 0.0,
                  min_label_freq: int = 10, min_feature_freq: int = 2, root_label: str = "ROOT",
-                 scorer=None, reranker: Optional[dict] = None):
+                 scorer=None, reranker: Optional[dict] = None,
+                 transition_system: str = "arc-standard", oracle: str = "static",
+                 explore: float = 0.0, explore_after: int = 0):
         _choice(name, "decoder", decoder, DECODERS)
+        _choice(name, "transition_system", transition_system, SYSTEMS)
+        _choice(name, "oracle", oracle, ORACLES)
+        if oracle == "dynamic" and (transition_system != "arc-hybrid" or decoder != "greedy"):
+            raise ValueError(Errors.S012.format(
+                setting="oracle", name=name, value=oracle,
+                requirement=f"'static' with transition_system {transition_system!r} and decoder "
+                            f"{decoder!r} ('dynamic' needs 'arc-hybrid' and 'greedy')"))
+        if not (isinstance(explore, (int, float)) and not isinstance(explore, bool) and 0.0 <= explore <= 1.0):
+            raise ValueError(Errors.S012.format(setting="explore", name=name, value=explore,
+                                                requirement="a probability between 0 and 1"))
         _choice(name, "update", update, beam.UPDATE_METHODS)
         for setting, value, low in (("lookahead_depth", lookahead_depth, 0), ("beam_width", beam_width, 1),
                                     ("label_candidates", label_candidates, 0),
                                     ("min_label_freq", min_label_freq, 0),
-                                    ("min_feature_freq", min_feature_freq, 0)):
+                                    ("min_feature_freq", min_feature_freq, 0),
+                                    ("explore_after", explore_after, 0)):
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
                 raise ValueError(Errors.S012.format(setting=setting, name=name, value=value,
                                                     requirement=f"an integer >= {low}"))
@@ -177,7 +191,10 @@ class StructuredParser(PerceptronPipe):
                          lookahead_depth=lookahead_depth, label_candidates=label_candidates,
                          beam_width=beam_width, update=update, margin=float(margin),
                          min_label_freq=min_label_freq, min_feature_freq=min_feature_freq,
-                         root_label=root_label, reranker=reranker)
+                         root_label=root_label, reranker=reranker,
+                         transition_system=transition_system, oracle=oracle, explore=float(explore),
+                         explore_after=explore_after)
+        self._epoch = 0
         self._reset_reranker()
         self._labels_changed()
 
@@ -322,9 +339,19 @@ class StructuredParser(PerceptronPipe):
 
     def _build_system(self) -> ArcStandardSystem:
         system = ArcStandardSystem(self.model.templates, self.model.weights, len(self.cfg["labels"]),
-                                   self.cfg["label_candidates"])
+                                   self.cfg["label_candidates"], self.transition_system)
         system.set_allowed_keys(self.model.allowed_keys)
         return system
+
+    def start_epoch(self, epoch: int) -> None:
+        """Tell the parser which training pass (0-based) is under way, for `explore_after`; the
+        epoch hook (spacy-structperc.epoch_hook.v1 in [training.before_update]) calls it."""
+        self._epoch = epoch
+
+    @property
+    def transition_system(self) -> str:
+        # Pipelines saved before the setting existed are arc-standard.
+        return self.cfg.get("transition_system", "arc-standard")
 
     @staticmethod
     def _spans(doc: Doc) -> Tuple[List[Tuple[int, int]], bool]:
@@ -660,6 +687,8 @@ class StructuredParser(PerceptronPipe):
         weights = self.model.weights
         system = self.system
         use_beam = self.cfg["decoder"] == "beam"
+        dynamic = self.cfg.get("oracle", "static") == "dynamic"
+        explore = self.cfg.get("explore", 0.0) if self._epoch >= self.cfg.get("explore_after", 0) else 0.0
         mistakes = n_updates = n_invalid = n_skipped = 0
         for eg in examples:
             doc = eg.predicted
@@ -671,7 +700,7 @@ class StructuredParser(PerceptronPipe):
                     gold_heads, gold_labels = self._gold(eg, start, end, heads, deps)
                     if not (gold_heads > -2).any():
                         continue
-                    if (gold_heads == -2).any() and not use_beam:
+                    if (gold_heads == -2).any() and not use_beam and not dynamic:
                         gold_heads, gold_labels = self._complete_tree(system, atoms[start:end], gold_heads,
                                                                       gold_labels, allow_break)
                     system.set_sentence(atoms[start:end], gold_heads, gold_labels, allow_break)
@@ -684,8 +713,12 @@ class StructuredParser(PerceptronPipe):
                         n_updates += result["updated"]
                         n_invalid += result["invalid"]
                     else:
-                        updates, errors, _ = lookahead.train(system, self.cfg["lookahead_depth"],
-                                                             self.cfg["margin"])
+                        # The exploration's draws follow the averaging clock (one tick per
+                        # example, saved and pickled with the weights) and the span: a copy
+                        # trained on the same examples draws the same.
+                        updates, errors, _ = lookahead.train(
+                            system, self.cfg["lookahead_depth"], self.cfg["margin"], dynamic=dynamic,
+                            explore=explore, seed=(weights.clock << 16) + start)
                         mistakes += errors
                         n_updates += updates
                 if self.reranker is not None:

@@ -42,6 +42,10 @@ clusters = false
         "min_feature_freq": 2,
         "root_label": "ROOT",
         "reranker": None,
+        "transition_system": "arc-standard",
+        "oracle": "static",
+        "explore": 0.0,
+        "explore_after": 0,
         "scorer": {"@scorers": "spacy.parser_scorer.v1"},
     },
     default_score_weights={"dep_uas": 0.5, "dep_las": 0.5, "dep_las_per_type": None,
@@ -50,7 +54,9 @@ clusters = false
 def make_parser(nlp: Language, name: str, model: ParserModel, decoder: str, lookahead_depth: int,
                 label_candidates: int, beam_width: int, update: str, margin: float,
                 min_label_freq: int, min_feature_freq: int, root_label: str,
-                scorer: Optional[Callable], reranker: Optional[dict] = None) -> StructuredParser:
+                scorer: Optional[Callable], reranker: Optional[dict] = None,
+                transition_system: str = "arc-standard", oracle: str = "static",
+                explore: float = 0.0, explore_after: int = 0) -> StructuredParser:
     """A labelled arc-standard dependency parser writing heads, labels and sentence boundaries.
 
     Boundaries already on the Doc are kept (each sentence is parsed on its own); otherwise the
@@ -69,6 +75,15 @@ def make_parser(nlp: Language, name: str, model: ParserModel, decoder: str, look
         its base label, others to "dep").
     min_feature_freq: updates touch only features seen this often along the gold derivations.
     root_label: the label of sentence roots.
+    transition_system: "arc-standard" (tsuruoka2011's, Nivre 2004) or "arc-hybrid" (Kuhlmann et
+        al. 2011: LEFT-ARC attaches s0 to the next word; give the features arc_hybrid = true).
+    oracle: "static" (learn along the gold derivation) or "dynamic" (arc-hybrid and greedy
+        only: training with exploration, Goldberg and Nivre 2013: any action that loses no
+        reachable gold arc is correct, and the parser learns to continue after its mistakes).
+    explore: with the dynamic oracle, the probability of following the parser's own action
+        rather than a correct one while training.
+    explore_after: passes over the data before exploring (the dynamic oracle alone before
+        that); needs the epoch hook (spacy-structperc.epoch_hook.v1 in [training.before_update]).
     scorer: dep_uas, dep_las, dep_las_per_type and sents_p/r/f (spacy.parser_scorer.v1).
     reranker: optional k-best reranking block (learner, k, kernel, folds, features; collins2001;
         or learner "none" with reverse > 0 and union: a right-to-left model's rescoring, and

@@ -13,12 +13,17 @@ from ..atoms import template
 
 
 def parser_templates(word: str = "lower", third_order: bool = True, valency: bool = True,
-                     distance: bool = True, queue: int = 3, clusters: bool = False) -> List[dict]:
+                     distance: bool = True, queue: int = 3, clusters: bool = False,
+                     arc_hybrid: bool = False, upos: bool = False) -> List[dict]:
     """Zhang & Nivre (2011) features for labelled arc-standard parsing.
 
     word: the atom used as the word form (lower or orth). third_order adds the second-leftmost /
     rightmost children and the tag trigrams along them. queue: how many queue words are read.
-    clusters adds Brown-cluster (c6, cluster) features of s0, s1 and q0.
+    clusters adds Brown-cluster (c6, cluster) features of s0, s1 and q0. arc_hybrid adds q0's
+    left children, which only arc-hybrid builds (with arc-standard they never exist). upos adds
+    the universal POS (token.pos_, which the tagger predicts with pos = "predict") of the stack,
+    queue and children, alone and in pairs: it tells AUX from VERB and SCONJ from ADP, which
+    the fine tags do not, and which UD's labels (aux / cop, mark / case) follow.
     """
     w, t = word, "tag"
     T = [template("bias")]
@@ -96,6 +101,52 @@ def parser_templates(word: str = "lower", third_order: bool = True, valency: boo
             add(f"{pos}t,vl", (pos, t), (pos, "vl"))
             add(f"{pos}w,vr", (pos, w), (pos, "vr"))
             add(f"{pos}t,vr", (pos, t), (pos, "vr"))
+    if arc_hybrid:
+        add("q0lw", ("q0l", w))
+        add("q0lt", ("q0l", t))
+        add("q0ll", ("q0l", "dep"))
+        add("q0t,q0lt", ("q0", t), ("q0l", t))
+        add("q0t,q0ll", ("q0", t), ("q0l", "dep"))
+        add("s0t,q0t,q0lt", ("s0", t), ("q0", t), ("q0l", t))
+        add("s0w,q0t,q0ll", ("s0", w), ("q0", t), ("q0l", "dep"))
+        if third_order:
+            add("q0l2t", ("q0l2", t))
+            add("q0l2l", ("q0l2", "dep"))
+            add("q0t,q0lt,q0l2t", ("q0", t), ("q0l", t), ("q0l2", t))
+        if valency:
+            add("q0w,vl", ("q0", w), ("q0", "vl"))
+            add("q0t,vl", ("q0", t), ("q0", "vl"))
+        # LEFT-ARC joins s0 and q0: their pairs and distance, as the s0-s1 ones above.
+        add("s0wt,q0wt", ("s0", w), ("s0", t), ("q0", w), ("q0", t))
+        add("s0w,q0t", ("s0", w), ("q0", t))
+        add("s0t,q0w", ("s0", t), ("q0", w))
+        add("s0t,s0lt,q0t", ("s0", t), ("s0l", t), ("q0", t))
+        add("s0t,s0rt,q0t", ("s0", t), ("s0r", t), ("q0", t))
+        add("s0t,s0rl,q0t", ("s0", t), ("s0r", "dep"), ("q0", t))
+        if distance:
+            add("s0w,d0", ("s0", w), ("dist0", "s0q0"))
+            add("s0t,d0", ("s0", t), ("dist0", "s0q0"))
+            add("q0w,d0", ("q0", w), ("dist0", "s0q0"))
+            add("q0t,d0", ("q0", t), ("dist0", "s0q0"))
+            add("s0w,q0w,d0", ("s0", w), ("q0", w), ("dist0", "s0q0"))
+            add("s0t,q0t,d0", ("s0", t), ("q0", t), ("dist0", "s0q0"))
+    if upos:
+        p = "pos"
+        for pos in ("s0", "s1", "s2", "q0", "q1", "q2", "s0l", "s0r", "s1l", "s1r"):
+            add(f"{pos}p", (pos, p))
+        for pos in ("s0", "s1", "q0"):
+            add(f"{pos}wp", (pos, w), (pos, p))
+        add("s0p,s1p", ("s0", p), ("s1", p))
+        add("s0p,q0p", ("s0", p), ("q0", p))
+        add("s1p,q0p", ("s1", p), ("q0", p))
+        add("s0w,s1p", ("s0", w), ("s1", p))
+        add("s0p,s1w", ("s0", p), ("s1", w))
+        add("s1p,s0p,q0p", ("s1", p), ("s0", p), ("q0", p))
+        add("s0p,q0p,q1p", ("s0", p), ("q0", p), ("q1", p))
+        add("s1p,s0p,s0lp", ("s1", p), ("s0", p), ("s0l", p))
+        add("s1p,s1rp,s0p", ("s1", p), ("s1r", p), ("s0", p))
+        if distance:
+            add("s0p,s1p,d", ("s0", p), ("s1", p), ("dist", "s0s1"))
     if clusters:
         for pos in ("s0", "s1", "q0"):
             add(f"{pos}c6", (pos, "c6"))
@@ -111,19 +162,22 @@ def parser_atoms(templates: Sequence[dict]) -> List[str]:
     seen: List[str] = []
     for spec in templates:
         for where, what in spec["parts"]:
-            if where != "dist" and what not in ("dep", "vl", "vr") and what not in seen:
+            if where not in ("dist", "dist0") and what not in ("dep", "vl", "vr") and what not in seen:
                 seen.append(what)
     return sorted(seen)
 
 
 @registry.misc("spacy-structperc.parser_features.v1")
 def parser_features(word: str = "lower", third_order: bool = True, valency: bool = True,
-                    distance: bool = True, queue: int = 3, clusters: bool = False) -> List[dict]:
+                    distance: bool = True, queue: int = 3, clusters: bool = False,
+                    arc_hybrid: bool = False, upos: bool = False) -> List[dict]:
     """Zhang & Nivre (2011) templates for arc-standard parsing: words and tags of s0-s2 and
     q0-q2, children of s0 and s1 with their labels, distance and valency. Tags are read from
     token.tag_, so an upstream tagger (or gold tags) must set them.
 
     word: the word atom (lower or orth). third_order: second-leftmost/rightmost children.
     queue: queue words read (2 or 3). clusters: Brown-cluster features (spacy-lookups-data).
+    arc_hybrid: q0's left children (for the parser's transition_system "arc-hybrid").
+    upos: universal POS features (token.pos_: a tagger with pos = "predict" goes first).
     """
-    return parser_templates(word, third_order, valency, distance, queue, clusters)
+    return parser_templates(word, third_order, valency, distance, queue, clusters, arc_hybrid, upos)

@@ -240,7 +240,7 @@ class ParserReranker:
         if not self.fold_systems:
             for w in self.fold_weights:
                 system = ArcStandardSystem(parser.model.templates, w, len(parser.cfg["labels"]),
-                                           parser.cfg["label_candidates"])
+                                           parser.cfg["label_candidates"], parser.transition_system)
                 system.set_allowed_keys(parser.model.allowed_keys)
                 self.fold_systems.append(system)
         return self.fold_systems[f]
@@ -320,7 +320,7 @@ class ParserReranker:
         model = self.new_reverse_model(parser.model.weights.n_classes)
         if parser.cfg["min_feature_freq"] > 1:
             counting = ArcStandardSystem(model.templates, model.weights, len(parser.cfg["labels"]),
-                                         parser.cfg["label_candidates"])
+                                         parser.cfg["label_candidates"], parser.transition_system)
             model.allowed_keys = parser._gold_features(get_examples, parser.cfg["min_feature_freq"],
                                                        counting, reverse=True)
         self.reverse_model = model
@@ -338,7 +338,7 @@ class ParserReranker:
         system = extra.get("reverse_system")
         if system is None or system.weights is not weights:
             system = ArcStandardSystem(self.reverse_model.templates, weights, len(self.parser.cfg["labels"]),
-                                       self.parser.cfg["label_candidates"])
+                                       self.parser.cfg["label_candidates"], self.parser.transition_system)
             system.set_allowed_keys(self.reverse_model.allowed_keys)
             extra["reverse_system"] = system
         return system
