@@ -49,7 +49,7 @@ DATASET = "ud_en_ewt"
 PTB = "ptb_sample_dep"
 OURS = "structperc_parser"
 SPLIT_FILES = {"train": "*-ud-train.conllu", "dev": "*-ud-dev.conllu", "test": "*-ud-test.conllu"}
-PARTS = ("spacy", "default", "beam", "grid", "ptb")
+PARTS = ("spacy", "default", "beam", "grid", "ptb", "levers")
 BEAM_CONFIG = "parser_beam.cfg"   # the most accurate setting: configs/parser.cfg with a beam
 
 GRID: List[Dict[str, Any]] = (
@@ -63,6 +63,19 @@ GRID: List[Dict[str, Any]] = (
     + [{"setting": "beam 8, standard, sentences given", "sentences": True,
         "cfg": {"decoder": "beam", "beam_width": 8, "update": "standard", "label_candidates": 2}}]
 )
+# The levers of accuracy, each alone on configs/parser.cfg (tagger + parser, the parser on the
+# tagger's predicted tags), at one budget of passes (--lever-epochs): what each gives on dev.
+HYBRID = ["--components.parser.transition_system", "arc-hybrid",
+          "--components.parser.model.features.arc_hybrid", "true"]
+DYNAMIC = HYBRID + ["--components.parser.oracle", "dynamic", "--components.parser.explore", "0.9"]
+LEVERS: Dict[str, List[str]] = {
+    "parser.cfg": [],
+    "upos features": ["--components.parser.model.features.upos", "true"],
+    "arc-hybrid, static oracle": HYBRID,
+    "arc-hybrid, dynamic oracle, explore 0.9": DYNAMIC,
+    "arc-hybrid, dynamic oracle, explore 0.9 after 2 passes": DYNAMIC + ["--components.parser.explore_after", "2"],
+}
+LEVER_EPOCHS = 6
 GRID_EPOCHS = 8
 QUICK_LIMITS = {"train": 800, "dev": 200, "test": 300}
 QUICK_EPOCHS = 2
@@ -170,6 +183,15 @@ def run_default(paths: Dict[str, str], out_dir: str, config: str, overrides: Seq
     preds, wps = _time_parse(nlp, lambda: C.unannotated_copies(gold, nlp.vocab), predict_repeats)
     metrics = _score(preds, gold)
     tag_acc = C.score_token_attrs(preds, gold, ["tag"])["tag_acc"]
+    dev = run.get("model_dev_scores") or {}
+    for key in ("dep_uas", "dep_las", "tag_acc", "pos_acc", "sents_f"):
+        if key in dev:
+            metrics[f"dev_{key}"] = dev[key]
+    metrics["test_tag_acc"] = tag_acc
+    pos_acc = C.score_token_attrs(preds, gold, ["pos"]).get("pos_acc")
+    if pos_acc is not None:
+        metrics["test_pos_acc"] = pos_acc
+    metrics["parser_mb"] = C.dir_bytes(Path(run["model_dir"]) / "parser") / 1e6
     with nlp.select_pipes(disable=["tagger"]):
         gold_tag_preds = list(nlp.pipe(_tagged_copies(gold, nlp.vocab), batch_size=1000))
     metrics.update({"train_seconds": run["seconds"], "predict_wps": wps})
@@ -394,6 +416,8 @@ def parse_args(argv=None):
     p.add_argument("--default-setting", default="default",
                    help="setting name of the 'default' part's rows (to compare config variants)")
     p.add_argument("--spacy-max-steps", type=int, default=4000)
+    p.add_argument("--levers", default=None, help=f"levers to run, ';'-separated (default all): {list(LEVERS)}")
+    p.add_argument("--lever-epochs", type=int, default=LEVER_EPOCHS)
     p.add_argument("--tagger-model", default=None,
                    help="pipeline whose tagger tags the grid's test Docs (default: the default "
                         "run's model-best)")
@@ -455,6 +479,15 @@ def main(argv=None) -> int:
                             {"paths": paths, "setting": point["setting"], "cfg": point["cfg"],
                              "epochs": n_epochs, "tagger_model": args.tagger_model or default_model,
                              "sentences": point.get("sentences", False)}))
+    if "levers" in parts:
+        wanted = [x.strip() for x in args.levers.split(";")] if args.levers else list(LEVERS)
+        for name in wanted:
+            setting = f"{name}, {args.lever_epochs} passes"
+            jobs.append(job(OURS, setting, "run_default",
+                            {"paths": paths, "out_dir": str(run_dir / C.slug(setting)), "setting": setting,
+                             "config": str(C.REPO_ROOT / "configs" / "parser.cfg"),
+                             "overrides": gold_preproc + (quick_train or [
+                                 "--training.max_epochs", str(args.lever_epochs)]) + LEVERS[name]}))
     if "ptb" in parts:
         jobs.append(job(OURS, None, "run_ptb",
                         {"folder": str(ptb_dir), "epochs": QUICK_EPOCHS if args.quick else 10}, dataset=PTB))

@@ -1,0 +1,131 @@
+"""structperc_parser with transition_system = "arc-hybrid", the dynamic oracle (training with
+exploration) and the UPOS features: learning, saving and prediction paths."""
+import numpy
+import pytest
+import spacy
+from spacy.tokens import Doc
+from spacy.training import Example
+
+from test_parser import TEST_WORDS, TRAIN_DATA, assert_tree, parse_of, tagged
+
+HYBRID = {"transition_system": "arc-hybrid", "oracle": "dynamic", "explore": 0.9,
+          "model": {"@architectures": "spacy-structperc.ParserPerceptron.v1",
+                    "features": {"@misc": "spacy-structperc.parser_features.v1", "arc_hybrid": True,
+                                 "upos": True}}}
+# UPOS for TRAIN_DATA's tags (the upos features read token.pos_).
+UPOS = {"PRP": "PRON", "VBP": "VERB", "JJ": "ADJ", "NNS": "NOUN", "VB": "VERB", "NN": "NOUN",
+        ".": "PUNCT", "IN": "ADP", "DT": "DET", "VBD": "VERB", "WDT": "PRON"}
+
+
+def make(config=None):
+    nlp = spacy.blank("en")
+    parser = nlp.add_pipe("structperc_parser", config={"min_label_freq": 1, "min_feature_freq": 1,
+                                                          **(config or HYBRID)})
+    return nlp, parser
+
+
+def doc_of(nlp, words, tags=None, heads=None, deps=None, sent_starts=None):
+    tags = tags or ["NN"] * len(words)
+    return Doc(nlp.vocab, words=words, tags=tags, pos=[UPOS[t] for t in tags], heads=heads,
+               deps=deps, sent_starts=sent_starts)
+
+
+def examples(nlp):
+    return [Example(doc_of(nlp, w, t), doc_of(nlp, w, t, h, d)) for w, t, h, d in TRAIN_DATA]
+
+
+def train(config=None, epochs=40):
+    nlp, parser = make(config)
+    egs = examples(nlp)
+    nlp.initialize(lambda: egs)
+    for epoch in range(epochs):
+        parser.start_epoch(epoch)
+        parser.update(egs)
+    return nlp, parser
+
+
+@pytest.fixture(scope="module")
+def trained():
+    return train()
+
+
+def test_learns_the_training_trees_with_exploration(trained):
+    nlp, parser = trained
+    assert parser.transition_system == "arc-hybrid" and parser.system.system == "arc-hybrid"
+    for words, tags, heads, deps in TRAIN_DATA:
+        doc = nlp(doc_of(nlp, words, tags))
+        assert [t.head.i for t in doc] == heads
+        assert [t.dep_ for t in doc] == deps
+
+
+def test_training_is_repeatable():
+    a, b = train(epochs=6), train(epochs=6)
+    for words in TEST_WORDS:
+        assert parse_of(a[0](doc_of(a[0], words))) == parse_of(b[0](doc_of(b[0], words)))
+
+
+def test_explore_after_keeps_the_first_passes_on_correct_actions():
+    # explore_after = 40: no exploration in 6 passes; the same as explore = 0
+    later, _ = train({**HYBRID, "explore_after": 40}, epochs=6)
+    never, _ = train({**HYBRID, "explore": 0.0}, epochs=6)
+    always, _ = train(epochs=6)
+    words = [w for w, *_ in TRAIN_DATA] + TEST_WORDS
+    parses = [[parse_of(n(doc_of(n, w))) for w in words] for n in (later, never, always)]
+    assert parses[0] == parses[1]
+    assert later.get_pipe("structperc_parser").model.weights.to_arrays()[1].tolist() == \
+        never.get_pipe("structperc_parser").model.weights.to_arrays()[1].tolist()
+
+
+def test_reloads_to_identical_output(trained, tmp_path):
+    nlp, parser = trained
+    texts = [w for w, *_ in TRAIN_DATA] + TEST_WORDS
+    expected = [parse_of(nlp(doc_of(nlp, w))) for w in texts]
+    nlp.to_disk(tmp_path / "nlp")
+    loaded = spacy.load(tmp_path / "nlp")
+    assert loaded.get_pipe("structperc_parser").transition_system == "arc-hybrid"
+    assert [parse_of(loaded(doc_of(loaded, w))) for w in texts] == expected
+    nlp2, parser2 = make()
+    parser2.from_bytes(parser.to_bytes())
+    assert [parse_of(nlp2(doc_of(nlp2, w))) for w in texts] == expected
+
+
+def test_call_pipe_and_two_processes_agree(trained):
+    nlp, _ = trained
+    words = (TEST_WORDS + [w for w, *_ in TRAIN_DATA]) * 2
+    called = [parse_of(nlp(doc_of(nlp, w))) for w in words]
+    assert [parse_of(d) for d in nlp.pipe([doc_of(nlp, w) for w in words], batch_size=3)] == called
+    assert [parse_of(d) for d in nlp.pipe([doc_of(nlp, w) for w in words], n_process=2,
+                                          batch_size=3)] == called
+
+
+def test_parses_are_trees_with_and_without_sentence_boundaries(trained):
+    nlp, _ = trained
+    rng = numpy.random.default_rng(0)
+    vocab = [w for ws, *_ in TRAIN_DATA for w in ws]
+    for n in (1, 2, 7, 40, 300):
+        words = [vocab[i] for i in rng.integers(len(vocab), size=n)]
+        assert_tree(nlp(doc_of(nlp, words)))
+        starts = [True] + [bool(x) for x in rng.random(n - 1) < 0.2]
+        doc = nlp(doc_of(nlp, words, sent_starts=starts))
+        assert_tree(doc)
+        assert [t.is_sent_start for t in doc][1:] == starts[1:]
+
+
+def test_upos_features_read_pos():
+    nlp, parser = make({"model": HYBRID["model"]})
+    nlp.initialize(lambda: examples(nlp))
+    doc = tagged(nlp, TEST_WORDS[0])   # tags, no pos
+    with pytest.raises(ValueError, match=r"S300.*token.pos_"):
+        parser(doc)
+
+
+@pytest.mark.parametrize("config,match", [
+    ({"oracle": "dynamic"}, "needs 'arc-hybrid'"),
+    ({"transition_system": "arc-hybrid", "oracle": "dynamic", "decoder": "beam"}, "needs 'arc-hybrid' and 'greedy'"),
+    ({"transition_system": "arc-eager"}, "S008"),
+    ({"explore": 1.5}, "probability"),
+    ({"explore_after": -1}, "S012"),
+])
+def test_bad_settings_are_refused(config, match):
+    with pytest.raises(ValueError, match=match):
+        make(config)
