@@ -642,8 +642,14 @@ cdef class ArcStandardSystem(TransitionSystem):
         model's best remaining action) stays consistent with every known head and the oracle's
         later answers about them stay right. If that rules out everything, nothing is masked."""
         cdef int a, n_left = 0, least = -1
-        cdef int g = self.gold_action(state)
+        cdef int g
         cdef int* costs
+        if self.hybrid and not self.complete_gold:
+            # Training with arc-hybrid needs no mask: the dynamic oracle tells the correct
+            # actions of any state, and the static one's derivation of a partial tree is
+            # completed first (complete_gold, below).
+            return
+        g = self.gold_action(state)
         if g >= 0:
             if self.complete_gold and scores[g] != -INFINITY:
                 for a in range(self.n_actions):
