@@ -9,6 +9,8 @@ from .weights import AveragedWeights
 
 ADDRESSES: Dict[str, int]
 STRUCTURAL: Dict[str, int]
+SYSTEMS: Tuple[str, ...]
+DISTANCES: Tuple[str, ...]
 
 class ParseTemplates:
     """Feature templates over parser-state positions (s0-s2, q0-q2, children, distance)."""
@@ -27,8 +29,13 @@ class ArcStandardSystem(TransitionSystem):
     label_candidates: int
     allow_break: bool
     has_gold: bool
+    hybrid: bool
+    eager_break: bool
+    complete_gold: bool
     def __init__(self, templates: ParseTemplates, weights: AveragedWeights, n_labels: int,
-                 label_candidates: int = ...) -> None: ...
+                 label_candidates: int = ..., system: str = ...) -> None: ...
+    @property
+    def system(self) -> str: ...
     def set_sentence(self, atoms: ArrayLike, heads: Optional[ArrayLike] = ...,
                      labels: Optional[ArrayLike] = ..., allow_break: bool = ...) -> None: ...
     def set_allowed_keys(self, keys: Optional[ArrayLike]) -> None: ...
