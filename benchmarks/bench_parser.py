@@ -74,6 +74,9 @@ LEVERS: Dict[str, List[str]] = {
     "arc-hybrid, static oracle": HYBRID,
     "arc-hybrid, dynamic oracle, explore 0.9": DYNAMIC,
     "arc-hybrid, dynamic oracle, explore 0.9 after 2 passes": DYNAMIC + ["--components.parser.explore_after", "2"],
+    # tsuruoka2011 Table 4 on top of exploration: does lookahead help such a parser?
+    "arc-hybrid, dynamic oracle, explore 0.9 after 2 passes, lookahead 1":
+        DYNAMIC + ["--components.parser.explore_after", "2", "--components.parser.lookahead_depth", "1"],
 }
 LEVER_EPOCHS = 6
 GRID_EPOCHS = 8
