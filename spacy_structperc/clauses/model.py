@@ -3,7 +3,7 @@
 The start filter, the end filter and the phrase scorer are each a `LinearFunction` of the core:
 in primal form an averaged perceptron over hashed features (the fast default), or in dual form a
 voted kernel perceptron (`form = "dual"`, a polynomial kernel of `degree`, carreras2003's setting
-with degree 2) from `spacy_structperc._core.kernel`. Saved as msgpack of numpy buffers (primal)
+with degree 2) from `spacy_structperc._core.dual`. Saved as msgpack of numpy buffers (primal)
 or of the kernel perceptron's own bytes (dual), never pickle.
 """
 import io
@@ -31,7 +31,7 @@ FORMS = ("primal", "dual")
 class DualFunction:
     """A dual-form (voted) kernel perceptron as the search sees a function: scores with the
     current perceptron while training ("last") and with `prediction` ("averaged" or "voted")
-    otherwise. `spacy_structperc._core.kernel.DualPerceptron` does the work."""
+    otherwise. `spacy_structperc._core.dual.DualPerceptron` does the work."""
 
     def __init__(self, perceptron, prediction: str = "averaged"):
         self.perceptron = perceptron
@@ -99,11 +99,11 @@ class ClauseModel:
         if self.form == "primal":
             return PrimalFunction(AveragedWeights(1, self.n_buckets))
         try:
-            from .._core import kernel
+            from .._core import dual, kernel
         except ImportError as e:
             raise ValueError(Errors.S208.format(name=name, reason=str(e))) from None
         k = kernel.PolynomialKernel(**self.kernel_settings)
-        return ObjectFunction(DualFunction(kernel.DualPerceptron(k, prediction="averaged")))
+        return ObjectFunction(DualFunction(dual.DualPerceptron(k, prediction="averaged")))
 
     def initialize(self, name: str = "clauses") -> None:
         self.functions = {f: self._new_function(name) for f in FUNCTIONS}
@@ -207,8 +207,8 @@ class ClauseModel:
                     if ("dual" in part) != (fields["form"] == "dual"):
                         raise ValueError(f"function {f!r} is not in the model's form {fields['form']!r}")
                     if "dual" in part:
-                        from .._core import kernel
-                        perceptron = kernel.DualPerceptron(kernel.PolynomialKernel(**fields["kernel"]))
+                        from .._core import dual, kernel
+                        perceptron = dual.DualPerceptron(kernel.PolynomialKernel(**fields["kernel"]))
                         loaded[f] = ObjectFunction(DualFunction(perceptron.from_bytes(part["dual"])))
                         continue
                     keys = numpy.frombuffer(part["keys"], dtype="<u8").astype(numpy.uint64)
