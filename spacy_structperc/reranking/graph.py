@@ -23,7 +23,7 @@ import srsly
 from .._core.arcfactored import ArcModel
 from ..errors import Errors
 from ..model import PerceptronModel
-from .learners import CandidateLists
+from .candidates import CandidateLists
 
 GRAPH_KIND = "spacy-structperc graph model"
 

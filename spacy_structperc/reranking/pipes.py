@@ -31,7 +31,8 @@ from ..docarrays import TAG_ALTERNATIVES
 from ..errors import Errors
 from .features import FEATURES_VERSION, TreeFeatures, node_labels
 from .graph import GraphScorer
-from .learners import CandidateLists, make_reranker, reranker_from_dict
+from .candidates import CandidateLists
+from .learners import make_reranker, reranker_from_dict
 from .reverse import path_scores, reverse_tree
 
 # A candidate of one span: (base score, heads relative to the span with -1 for a root, classes).
