@@ -1,12 +1,7 @@
-from libc.stdint cimport int64_t, uint32_t, uint64_t
+from libc.stdint cimport int64_t, uint64_t
 from .typedefs cimport hash_t, weight_t
-
-
-cdef enum:
-    FROZEN_NONE = 0
-    FROZEN_F32 = 1
-    FROZEN_F16 = 2
-    FROZEN_I8 = 3
+# The loaded-row precisions: other modules cimport them from here.
+from .frozen cimport FrozenRows, FROZEN_NONE, FROZEN_F32, FROZEN_F16, FROZEN_I8
 
 
 cdef struct UEntry:
@@ -14,12 +9,7 @@ cdef struct UEntry:
     double value
 
 
-cdef struct Bucket:
-    hash_t key       # 0 marks an empty bucket
-    int64_t row
-
-
-cdef class AveragedWeights:
+cdef class AveragedWeights(FrozenRows):
     """Hashed feature -> dense row of `n_classes` float32 weights, with lazy averaging.
 
     Averaging uses Daume's form: an update of `delta` made while `clock` examples have completed
@@ -32,12 +22,9 @@ cdef class AveragedWeights:
     computed from W and U as rows are read, unless `average()` has materialized them: a
     parser's model is ~80M weights, and a third copy of them would be the largest allocation of
     a training run. A loaded model holds no W at all: its sparse rows are read where the file's
-    bytes put them (load_frozen), in the precision they were saved in.
+    bytes put them (load_frozen), in the precision they were saved in (FrozenRows, frozen.pyx);
+    anything that changes the rows turns them into W first (_thaw).
     """
-    cdef readonly int n_classes
-    cdef Bucket* _table         # open addressing; key and row share a cache line
-    cdef size_t _capacity       # buckets, a power of two
-    cdef readonly size_t n_rows
     cdef size_t _rows_capacity
     cdef weight_t* _W           # current weights, n_rows x n_classes
     # Daume accumulators, only for the weights updates have touched (a parser's rows have ~4 of
@@ -52,7 +39,6 @@ cdef class AveragedWeights:
     cdef bint _avg_valid
     cdef readonly bint use_averages
     cdef readonly int64_t clock
-    cdef readonly int64_t version   # bumps on every change, so callers can cache derived scores
     # New rows start at seeded noise in [-noise_scale, noise_scale] rather than zero: the latent
     # perceptron (sun2009 Fig. 1) needs ||theta|| ~ 0 but not 0, or its latent states never split.
     cdef readonly double noise_scale
@@ -60,19 +46,6 @@ cdef class AveragedWeights:
     # whole group of tie_width columns that c is in (a label's latent states).
     cdef readonly int tie_width
     cdef readonly hash_t noise_seed
-    # A loaded model's rows, read where they lie (the buffers of the file's arrays, kept alive by
-    # _frozen_owner): sparse rows (row r's nonzero weights are entries _indptr[r] to
-    # _indptr[r + 1] - 1, with their classes in _cols, 8 or 16 bit) in the precision they were
-    # saved in: FROZEN_F32, FROZEN_F16 or FROZEN_I8 (int8 with a float32 scale per row);
-    # FROZEN_NONE when W holds the rows. Anything that changes the rows turns them into W first
-    # (_thaw).
-    cdef readonly int frozen_type
-    cdef const void* _Q
-    cdef const float* _scales
-    cdef const uint32_t* _indptr
-    cdef const void* _cols
-    cdef bint _wide_cols
-    cdef object _frozen_owner
     # Change journal (training side; distributed mixing reads what a shard changed from it): a
     # bit per (row, class) that update() wrote since start_journal(), the rows with a bit in the
     # order they were first written, and the row count at the start (rows beyond it are new).
@@ -84,23 +57,7 @@ cdef class AveragedWeights:
     cdef size_t _jcap
     cdef size_t _jstart_rows
     cdef bint _journal_lost        # a reload or resize dropped a started journal
-    # Hot loaded rows, widened at load into dense rows of _dense_stride values: rows
-    # with at least a quarter of their classes nonzero (the bias-like features most lookups
-    # hit). Their bucket's row carries slot + 1 above ROW_BITS, so one probe finds them.
-    cdef char* _dense              # float32 rows, or float16 ones (_dense_half) for a float16 table
-    cdef bint _dense_half
-    cdef readonly size_t n_dense
-    cdef size_t _dense_stride
-    cdef bint _full_rows_in_order   # every row with all C classes lists them 0..C-1
 
-    cdef int64_t find(self, hash_t key) noexcept nogil
-    cdef int64_t _probe(self, hash_t key) noexcept nogil
-    cdef int64_t _row_of(self, int64_t v) noexcept nogil
-    cdef int64_t* _rows_by_entry(self) noexcept nogil
-    cdef int64_t _ref_of(self, size_t r) noexcept nogil
-    cdef void _encode_refs(self) noexcept nogil
-    cdef int _widen_hot_rows(self, size_t max_bytes) except -1 nogil
-    cdef void _drop_hot_rows(self) noexcept nogil
     cdef int64_t _insert(self, hash_t key) except -1 nogil
     cdef int _grow_table(self) except -1 nogil
     cdef int _grow_rows(self, size_t n) except -1 nogil
@@ -111,8 +68,6 @@ cdef class AveragedWeights:
     cdef int _u_grow(self) except -1 nogil
     cdef void _averaged_row(self, int64_t r, weight_t* out) noexcept nogil
     cdef int _thaw(self) except -1 nogil
-    cdef void _add_frozen_rows(self, const hash_t* keys, int n_keys, weight_t* scores) noexcept nogil
-    cdef void _frozen_row(self, int64_t r, weight_t* out) noexcept nogil
     cdef bint _averages_on_the_fly(self) noexcept nogil
     cdef void _init_noise(self, hash_t key, weight_t* row) noexcept nogil
     cdef void add_rows(self, const hash_t* keys, int n_keys, weight_t* scores) noexcept nogil
