@@ -318,6 +318,51 @@ def time_pipe_best_of(nlp, make_inputs: Callable[[], list], n_words: int, repeat
 
 
 # ---------------------------------------------------------------------------------------------
+# The CRFsuite peer: a first-order linear-chain CRF (python-crfsuite), every label transition
+# allowed; a script gives its features and labels.
+
+
+def crf_fit(sequences: Iterable, model_path: Path, params: Dict[str, Any]) -> float:
+    """Train on (features, labels) sentences; returns the wall seconds."""
+    import pycrfsuite
+
+    with Timer() as t:
+        trainer = pycrfsuite.Trainer(algorithm=params["algorithm"], verbose=False)
+        for features, labels in sequences:
+            trainer.append(features, labels)
+        trainer.set_params({"c1": params["c1"], "c2": params["c2"], "max_iterations": params["max_iterations"],
+                            "feature.possible_transitions": True})
+        trainer.train(str(model_path))
+    return t.seconds
+
+
+def crf_tag(model_path: Path, make_docs: Callable[[], list], featurize: Callable, write: Callable,
+            repeats: int = 1):
+    """Label fresh Docs from ``make_docs()``: ``write(doc, labels)`` of ``featurize(doc)``, the
+    three inside the timed loop. Returns (the first pass's Docs, the fastest pass's seconds)."""
+    import pycrfsuite
+
+    tagger = pycrfsuite.Tagger()
+    tagger.open(str(model_path))
+    first, best = None, float("inf")
+    for _ in range(max(1, repeats)):
+        docs = make_docs()
+        with Timer() as t:
+            for doc in docs:
+                write(doc, tagger.tag(featurize(doc)))
+        first = docs if first is None else first
+        best = min(best, t.seconds)
+    tagger.close()
+    return first, best
+
+
+def crf_setting(params: Dict[str, Any]) -> str:
+    """The setting name of a CRFsuite row."""
+    return (f"1st-order, {params['algorithm']} c1={params['c1']} c2={params['c2']}, "
+            f"{params['max_iterations']} iters")
+
+
+# ---------------------------------------------------------------------------------------------
 # spacy train in a subprocess
 
 _TRAIN_ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+[-\d.]+\s")

@@ -7,7 +7,7 @@ One run, on CoNLL-2000 (gold POS tags from the data, one Doc per sentence):
    with second-order Viterbi and with beam 3 and 4 / max-violation; beam 8 and Viterbi also
    with the label-bigram `edges` features: trained in-process (Python loop over nlp.update, examples
    shuffled each epoch, batches of ~1,000 words) on the whole training file, for the number of
-   epochs chosen on the held-out split (the last 1,000 training sentences; see --tune);
+   epochs chosen on the held-out split (the last 1,000 training sentences);
 2. CRFsuite, first order, with the same observation features (the label-history conjunctions
    excepted, which a first-order CRF cannot have), without and with the Brown-cluster features;
 3. spaCy's built-in `ner` (CPU efficiency config from `spacy init config`) trained with
@@ -15,29 +15,25 @@ One run, on CoNLL-2000 (gold POS tags from the data, one Doc per sentence):
    those as its dev set (spaCy needs one);
 
 and records test spans_chunks_f/p/r (conlleval counts, spacy_structperc.scorers), train_seconds,
-predict_wps (test words / seconds of one nlp.pipe call, batch_size 1000, over un-annotated copies
-of the test Docs that keep the POS tags) and peak_rss_mb in ``benchmarks/results/chunker.json``
-(rows merged with the file's: only what was re-run is replaced), then draws
-``chunker_lookahead.png`` (F1 and speed against depth).
+predict_wps (over copies of the test Docs that keep the POS tags) and peak_rss_mb in
+``benchmarks/results/chunker.json``, then draws ``chunker_lookahead.png`` (F1 and speed against
+depth). How every script runs and merges its rows: docs/benchmarks.md.
 
 Examples (from the repo root)::
 
     python benchmarks/bench_chunker.py --quick            # smoke run on slices
     python benchmarks/bench_chunker.py                    # everything
     python benchmarks/bench_chunker.py --only crfsuite,structperc_chunker
-    python benchmarks/bench_chunker.py --tune --depths 0,1 --margins 0,10,40 --epochs 12   # held-out curves
-    python benchmarks/bench_chunker.py --tune --beam-widths 2,3,4 --epochs 12
     python benchmarks/bench_chunker.py --plots-only
 
-The data dir defaults to ``$STRUCTPERC_DATA/conll2000``, else ``../shared/data/conll2000``.
+The held-out curves that chose the epochs and margins (``--tune``) are finished; the option is in
+the history (docs/benchmarks.md, retired benchmarks).
 """
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import sys
-import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
@@ -257,7 +253,6 @@ def _iob(doc) -> List[str]:
 def run_crfsuite(data: Dict[str, str], out_dir: str, params: Dict[str, Any], eval_path: str,
                  eval_part: str, limits: Dict[str, int], train_part: str = "all",
                  predict_repeats: int = 1) -> Dict[str, Any]:
-    import pycrfsuite
     from spacy.tokens import Span
     from spacy.vocab import Vocab
 
@@ -268,31 +263,19 @@ def run_crfsuite(data: Dict[str, str], out_dir: str, params: Dict[str, Any], eva
     vocab = Vocab()
     train = _docs(data["train"], train_part, limits.get("train", 0), vocab)
     clusters = _crf_clusters() if params.get("clusters") else None
-    with C.Timer() as t_train:
-        trainer = pycrfsuite.Trainer(algorithm=params["algorithm"], verbose=False)
-        for doc in train:
-            trainer.append(crf_token_features(doc, clusters), _iob(doc))
-        trainer.set_params({"c1": params["c1"], "c2": params["c2"],
-                            "max_iterations": params["max_iterations"],
-                            "feature.possible_transitions": True})
-        trainer.train(str(out / "chunks.crfsuite"))
-    print(f"[crfsuite] trained in {t_train.seconds:.0f}s", flush=True)
+    train_seconds = C.crf_fit(((crf_token_features(doc, clusters), _iob(doc)) for doc in train),
+                              out / "chunks.crfsuite", params)
+    print(f"[crfsuite] trained in {train_seconds:.0f}s", flush=True)
     gold = _docs(eval_path, eval_part, limits.get("test", 0), vocab)
-    tagger = pycrfsuite.Tagger()
-    tagger.open(str(out / "chunks.crfsuite"))
-    first, best = None, float("inf")
-    for _ in range(max(1, predict_repeats)):
-        docs = _inputs(gold, vocab)
-        with C.Timer() as t:
-            for doc in docs:
-                tags = tagger.tag(crf_token_features(doc, clusters))
-                doc.spans["chunks"] = [Span(doc, s, e, label) for s, e, label in iob_to_chunks(tags)]
-        first = docs if first is None else first
-        best = min(best, t.seconds)
-    metrics = _score(first, gold)
-    metrics.update({"train_seconds": t_train.seconds, "predict_wps": C.count_tokens(gold) / best})
-    setting = (f"1st-order, {params['algorithm']} c1={params['c1']} c2={params['c2']}, "
-               f"{params['max_iterations']} iters" + (", Brown clusters" if params.get("clusters") else ""))
+
+    def write(doc, tags):
+        doc.spans["chunks"] = [Span(doc, s, e, label) for s, e, label in iob_to_chunks(tags)]
+
+    preds, seconds = C.crf_tag(out / "chunks.crfsuite", lambda: _inputs(gold, vocab),
+                               lambda doc: crf_token_features(doc, clusters), write, repeats=predict_repeats)
+    metrics = _score(preds, gold)
+    metrics.update({"train_seconds": train_seconds, "predict_wps": C.count_tokens(gold) / seconds})
+    setting = C.crf_setting(params) + (", Brown clusters" if params.get("clusters") else "")
     return {"setting": setting, "metrics": metrics, "details": {"params": params}}
 
 
@@ -394,38 +377,8 @@ def parse_args(argv=None):
     p.add_argument("--only", default=None, help="comma-separated systems out of " + ",".join(SYSTEMS)
                    + "; or 'structperc_chunker:SETTING[;SETTING]' (last)")
     p.add_argument("--epochs", type=int, default=None, help=f"our epochs (default {DEFAULT_EPOCHS})")
-    p.add_argument("--tune", action="store_true",
-                   help="held-out curves only: F1 per epoch of our default setting, or of greedy decoding "
-                        "at --depths x --margins and beam search at --beam-widths")
-    p.add_argument("--margins", type=C.csv(float), default=[40.0])
-    p.add_argument("--depths", type=C.csv(int), default=None,
-                   help="with --tune: greedy decoding at these lookahead depths (x --margins)")
-    p.add_argument("--beam-widths", type=C.csv(int), default=None, help="with --tune: beam widths")
     p.add_argument("--spacy-max-steps", type=int, default=None)
     return p.parse_args(argv)
-
-
-def tune(bench: C.Bench, data: Dict[str, str], epochs: int, limits: Dict[str, int]) -> int:
-    """Held-out F1 per epoch of each --tune setting, to run_dir/tune.json."""
-    args, out = bench.args, []
-    grid = [{"decoder": "greedy", "lookahead_depth": d, "margin": m}
-            for d in (args.depths or []) for m in args.margins]
-    grid += [{"decoder": "beam", "beam_width": w} for w in (args.beam_widths or [])]
-    # Margins apply to the greedy decoder only; with neither --depths nor --beam-widths, the
-    # default setting's curve.
-    for config in grid or [{}]:
-        res = bench.child("run_structperc",
-                          {"data": data, "config": config, "epochs": epochs, "train_part": "train",
-                           "eval_path": data["train"], "eval_part": "heldout", "limits": limits,
-                           "eval_each_epoch": True}, name=f"tune-{C.slug(json.dumps(config))}-e{epochs}")
-        curve = res["details"]["curve"]
-        best = max(curve, key=lambda c: c["spans_chunks_f"])
-        print(f"  {config}: " + " ".join(f"{c['spans_chunks_f']:.4f}" for c in curve)
-              + f"  best epoch {best['epoch']}", flush=True)
-        out.append({"config": config, "curve": curve})
-    (bench.run_dir / "tune.json").write_text(json.dumps(out, indent=1))
-    print(f"done in {time.time() - bench.t_start:.0f}s")
-    return 0
 
 
 def main(argv=None) -> int:
@@ -437,8 +390,6 @@ def main(argv=None) -> int:
     data = {"train": str(data_dir / "train.txt"), "test": str(data_dir / "test.txt")}
     limits = dict(QUICK_LIMITS) if args.quick else {}
     epochs = args.epochs or (QUICK_EPOCHS if args.quick else DEFAULT_EPOCHS)
-    if args.tune:
-        return tune(bench, data, epochs, limits)
 
     systems, ours_settings = C.parse_only(args.only, SYSTEMS, OURS, [s["setting"] for s in STRUCTPERC_SETTINGS])
     jobs = []

@@ -1,39 +1,26 @@
 """Benchmark the structured-perceptron tagger against spaCy's tagger and a CRFsuite CRF.
 
-One run, on UD English EWT (gold tokenization, one Doc per sentence):
-
-1. converts the CoNLL-U files to ``.spacy`` DocBins in the work dir (``benchmarks/.work/``):
-   ``*.xpos.spacy`` (XPOS in ``tag_``, UPOS in ``pos_``) and ``*.upos.spacy`` (UPOS in both, for
-   spaCy's ``tagger``, which only learns ``tag_``);
-2. trains and evaluates each system in its own child process, recording test ``tag_acc`` (XPOS)
-   and ``pos_acc`` (UPOS) as fractions from ``Scorer.score_token_attr``, ``train_seconds``
-   (wall, XPOS model), ``predict_wps`` (test words / seconds of one ``nlp.pipe`` call over
-   un-annotated copies of the test Docs, batch_size 1000, one process) and ``peak_rss_mb``
-   (ru_maxrss of the child or of the largest ``spacy train`` it ran);
-3. writes ``benchmarks/results/tagger.json`` (rows merged with the existing file: only the rows of
-   what was re-run are replaced) and redraws ``tagger_beam.png`` and ``tagger_lookahead.png``
-   from it.
-
-Examples (from the repo root)::
+UD English EWT, gold tokenization, one Doc per sentence; the data is converted to
+``*.xpos.spacy`` (XPOS in ``tag_``, UPOS in ``pos_``) and ``*.upos.spacy`` (UPOS in both, for
+spaCy's ``tagger``, which only learns ``tag_``). Each system trains an XPOS and a UPOS model and
+gets test ``tag_acc`` / ``pos_acc``, ``train_seconds`` and ``predict_wps`` of the XPOS model and
+``peak_rss_mb``, in ``benchmarks/results/tagger.json``; ``tagger_beam.png`` (from the beam
+rows, the dev sweep's when there is one) and ``tagger_lookahead.png`` are drawn from it. How every
+script runs, merges its rows and finds its data: docs/benchmarks.md.
 
     python benchmarks/bench_tagger.py --quick                  # smoke run on slices
     python benchmarks/bench_tagger.py                          # everything, full data
     python benchmarks/bench_tagger.py --only crfsuite,spacy    # peers only
     python benchmarks/bench_tagger.py --only "structperc_tagger:beam 4, early"
-    python benchmarks/bench_tagger.py --beam-sweep --sweep-epochs 5
-    python benchmarks/bench_tagger.py --crf-tune 0.01:0.01,0.05:0.01   # CRF grid on dev
-    python benchmarks/bench_tagger.py --only crfsuite,spacy --predict-repeats 3
     python benchmarks/bench_tagger.py --plots-only             # redraw from the JSON
-    python benchmarks/make_readme_tables.py                    # refresh README tables
 
-The data dir defaults to ``$STRUCTPERC_DATA/ud_en_ewt``, else ``../shared/data/ud_en_ewt``
-relative to the repo root. Timings are only comparable on an otherwise idle machine: run one
-benchmark at a time (each detail entry in the JSON records the load average around its run).
+The beam-width sweep on dev (``--beam-sweep``) and the CRF's (c1, c2) grid (``--crf-tune``) are
+finished: their points are in tagger.json (dev rows, ``crf_tuning``); the script that ran them
+is in the history (docs/benchmarks.md, retired benchmarks).
 """
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import shlex
 import sys
@@ -70,11 +57,9 @@ STRUCTPERC_SETTINGS: List[Dict[str, Any]] = [
      "overrides": {"decoder": "beam", "beam_width": 4, "update": "max-violation"}},
     {"setting": "beam 4, early", "overrides": {"decoder": "beam", "beam_width": 4, "update": "early"}},
 ]
-SWEEP_WIDTHS = (1, 2, 4, 8)
-SWEEP_UPDATES = ("standard", "early", "max-violation")
 
 # CRFsuite: L-BFGS with elastic-net regularization, all label transitions allowed, 100
-# iterations. Chosen on dev with --crf-tune (XPOS model, full train set), dev tag_acc for c1:c2 =
+# iterations. Chosen on dev with the retired --crf-tune (XPOS model, full train set), dev tag_acc for c1:c2 =
 # 0.01:0.01 94.60, 0.02:0.01 94.56, 0.05:0.01 94.52, 0.1:0.01 94.46, 0.25:0.01 94.38,
 # 0.1:0.001 94.36: flat (0.24 points, ~60 of 25k words), less L1 slightly better. The points are
 # kept under "crf_tuning" in the JSON; the setting string of the crfsuite rows names the values.
@@ -250,44 +235,8 @@ def crf_token_features(doc) -> List[List[str]]:
     return seq
 
 
-def _crf_train(docs, attr: str, model_path: Path, params: Dict[str, Any]) -> float:
-    import pycrfsuite
-
-    with C.Timer() as t:
-        trainer = pycrfsuite.Trainer(algorithm=params["algorithm"], verbose=False)
-        for doc in docs:
-            trainer.append(crf_token_features(doc), [getattr(tok, attr) for tok in doc])
-        trainer.set_params({"c1": params["c1"], "c2": params["c2"],
-                            "max_iterations": params["max_iterations"],
-                            "feature.possible_transitions": True})
-        trainer.train(str(model_path))
-    return t.seconds
-
-
-def _crf_predict(model_path: Path, gold_docs, vocab, attr: str, repeats: int = 1):
-    """Tag un-annotated copies of ``gold_docs``; the timed loop covers feature extraction,
-    tagging and writing the attribute. Fastest of ``repeats`` runs, first run's Docs."""
-    import pycrfsuite
-
-    tagger = pycrfsuite.Tagger()
-    tagger.open(str(model_path))
-    first, best = None, float("inf")
-    for _ in range(max(1, repeats)):
-        docs = C.unannotated_copies(gold_docs, vocab)
-        n_words = C.count_tokens(docs)
-        with C.Timer() as t:
-            for doc in docs:
-                for token, label in zip(doc, tagger.tag(crf_token_features(doc))):
-                    setattr(token, attr, label)
-        first = docs if first is None else first
-        best = min(best, t.seconds)
-    tagger.close()
-    return first, n_words / best, best
-
-
 def run_crfsuite(paths: Dict[str, str], out_dir: str, params: Dict[str, Any],
-                 eval_split: str = "test", upos: bool = True,
-                 predict_repeats: int = 1) -> Dict[str, Any]:
+                 eval_split: str = "test", predict_repeats: int = 1) -> Dict[str, Any]:
     """First-order linear-chain CRF (python-crfsuite), one model for XPOS, one for UPOS."""
     from spacy.vocab import Vocab
 
@@ -296,29 +245,28 @@ def run_crfsuite(paths: Dict[str, str], out_dir: str, params: Dict[str, Any],
     vocab = Vocab()
     train = C.load_docs(Path(paths["train_xpos"]), vocab)
     print(f"[crfsuite] training XPOS model on {len(train)} sentences, {params}", flush=True)
-    secs_x = _crf_train(train, "tag_", out / "xpos.crfsuite", params)
-    print(f"[crfsuite] XPOS trained in {secs_x:.0f}s", flush=True)
-    secs_u = None
-    if upos:
-        secs_u = _crf_train(train, "pos_", out / "upos.crfsuite", params)
-        print(f"[crfsuite] UPOS trained in {secs_u:.0f}s", flush=True)
+    models = {"tag_": out / "xpos.crfsuite", "pos_": out / "upos.crfsuite"}
+    secs = {attr: C.crf_fit(((crf_token_features(doc), [getattr(tok, attr) for tok in doc]) for doc in train),
+                            path, params) for attr, path in models.items()}
+    print(f"[crfsuite] trained in {secs['tag_']:.0f}s (XPOS) and {secs['pos_']:.0f}s (UPOS)", flush=True)
     del train
-
     gold = C.load_docs(Path(paths[f"{eval_split}_xpos"]), vocab)
-    preds_x, wps, pred_secs = _crf_predict(out / "xpos.crfsuite", gold, vocab, "tag_",
-                                           repeats=predict_repeats)
-    scores = C.score_token_attrs(preds_x, gold, ["tag"])
-    metrics = {"tag_acc": scores["tag_acc"]}
-    if upos:
-        preds_u, _, _ = _crf_predict(out / "upos.crfsuite", gold, vocab, "pos_")
-        metrics["pos_acc"] = C.score_token_attrs(preds_u, gold, ["pos"])["pos_acc"]
-    metrics.update({"train_seconds": secs_x, "predict_wps": wps})
-    setting = (f"1st-order, {params['algorithm']} c1={params['c1']} c2={params['c2']}, "
-               f"{params['max_iterations']} iters")
-    return {"setting": setting, "metrics": metrics,
-            "details": {"params": params, "upos_train_seconds": secs_u,
-                        "predict_seconds": pred_secs,
-                        "model_bytes": (out / "xpos.crfsuite").stat().st_size}}
+    preds = {}
+    for attr in ("tag_", "pos_"):
+        def write(doc, labels):
+            for token, label in zip(doc, labels):
+                setattr(token, attr, label)
+        preds[attr], seconds = C.crf_tag(models[attr],
+                                         lambda: C.unannotated_copies(gold, vocab), crf_token_features, write,
+                                         repeats=predict_repeats if attr == "tag_" else 1)
+        if attr == "tag_":
+            pred_secs = seconds
+    metrics = {"tag_acc": C.score_token_attrs(preds["tag_"], gold, ["tag"])["tag_acc"],
+               "pos_acc": C.score_token_attrs(preds["pos_"], gold, ["pos"])["pos_acc"],
+               "train_seconds": secs["tag_"], "predict_wps": C.count_tokens(gold) / pred_secs}
+    return {"setting": C.crf_setting(params), "metrics": metrics,
+            "details": {"params": params, "upos_train_seconds": secs["pos_"], "predict_seconds": pred_secs,
+                        "model_bytes": models["tag_"].stat().st_size}}
 
 
 def _import_plugin(code: Optional[str]) -> None:
@@ -377,13 +325,6 @@ def run_structperc(paths: Dict[str, str], out_dir: str, config: str, upos_config
     return {"metrics": metrics, "details": details}
 
 
-def crf_tune_point(paths: Dict[str, str], out_dir: str, params: Dict[str, Any]) -> Dict[str, Any]:
-    """One point of --crf-tune: XPOS model, dev accuracy."""
-    res = run_crfsuite(paths, out_dir, params, eval_split="dev", upos=False)
-    return {"params": params, "dev_tag_acc": res["metrics"]["tag_acc"],
-            "train_seconds": res["metrics"]["train_seconds"]}
-
-
 # ---------------------------------------------------------------------------------------------
 # Jobs
 
@@ -395,16 +336,6 @@ def component_overrides(settings: Dict[str, Any]) -> List[str]:
     return out
 
 
-def sweep_settings(widths: Sequence[int], updates: Sequence[str], epochs: Optional[int]):
-    suffix = f" (sweep, {epochs} epoch{'s' if epochs != 1 else ''})" if epochs else " (sweep)"
-    extra = ["--training.max_epochs", str(epochs)] if epochs else []
-    for update in updates:
-        for width in widths:
-            yield {"setting": f"beam {width}, {update}{suffix}",
-                   "overrides": {"decoder": "beam", "beam_width": width, "update": update},
-                   "extra": extra}
-
-
 def build_jobs(args, paths: Dict[str, str], run_dir: Path) -> List[C.Job]:
     jobs: List[C.Job] = []
     configs = Path(args.configs)
@@ -413,16 +344,6 @@ def build_jobs(args, paths: Dict[str, str], run_dir: Path) -> List[C.Job]:
     ours_extra = list(GOLD_PREPROC_OVERRIDES)
     ours_extra += list(QUICK_OURS_OVERRIDES) if args.quick else []
     ours_extra += shlex.split(args.ours_overrides or "")
-    if args.beam_sweep:
-        for s in sweep_settings(args.sweep_widths, args.sweep_updates, args.sweep_epochs):
-            jobs.append(C.Job(
-                f"{OURS} | {s['setting']} | dev", OURS, "run_structperc",
-                {"paths": paths, "out_dir": str(run_dir / OURS / C.slug(s["setting"])),
-                 "config": str(configs / "tagger.cfg"), "upos_config": None,
-                 "overrides": component_overrides(s["overrides"]) + s["extra"] + ours_extra,
-                 "code": args.code, "eval_split": "dev"},
-                setting=s["setting"], dataset=DATASET, split="dev"))
-        return jobs
     systems, ours_settings = C.parse_only(args.only, SYSTEMS, OURS, [s["setting"] for s in STRUCTPERC_SETTINGS])
     if "crfsuite" in systems:
         params = dict(CRF_PARAMS)
@@ -575,20 +496,12 @@ def parse_args(argv=None):
     p.add_argument("--only", default=None,
                    help="comma-separated systems out of %s; or 'structperc_tagger:SETTING[;SETTING]'"
                         % ",".join(SYSTEMS))
-    p.add_argument("--beam-sweep", action="store_true",
-                   help="run only the beam-width x update sweep of our tagger (XPOS, dev split)")
-    p.add_argument("--sweep-widths", type=C.csv(int), default=list(SWEEP_WIDTHS))
-    p.add_argument("--sweep-updates", type=C.csv(str), default=list(SWEEP_UPDATES))
-    p.add_argument("--sweep-epochs", type=int, default=None,
-                   help="--training.max_epochs for the sweep runs (default: the config's)")
     p.add_argument("--spacy-max-steps", type=int, default=None,
                    help="cap spaCy's training at this many steps (default: its config, 20000 "
                         "steps max, stopped earlier by patience 1600)")
     p.add_argument("--crf-c1", type=float, default=None)
     p.add_argument("--crf-c2", type=float, default=None)
     p.add_argument("--crf-max-iterations", type=int, default=None)
-    p.add_argument("--crf-tune", default=None, metavar="C1:C2,C1:C2,...",
-                   help="train XPOS CRFs for these (c1, c2) on train, print dev accuracy, exit")
     p.add_argument("--configs", type=Path, default=C.REPO_ROOT / "configs",
                    help="folder with tagger.cfg and tagger_upos.cfg")
     p.add_argument("--code", default=None,
@@ -602,26 +515,6 @@ def parse_args(argv=None):
     return p.parse_args(argv)
 
 
-def crf_tune(bench: C.Bench, paths: Dict[str, str]) -> int:
-    """Dev accuracy of XPOS CRFs at each --crf-tune (c1, c2), kept in tagger.json's crf_tuning."""
-    args, results = bench.args, []
-    for pair in args.crf_tune.split(","):
-        c1, c2 = (float(x) for x in pair.split(":"))
-        params = dict(CRF_PARAMS, c1=c1, c2=c2)
-        if args.crf_max_iterations:
-            params["max_iterations"] = args.crf_max_iterations
-        name = f"crf-tune-c1-{c1}-c2-{c2}-it{params['max_iterations']}"
-        res = bench.child("crf_tune_point", {"paths": paths, "out_dir": str(bench.run_dir / name),
-                                             "params": params}, name=name)
-        print(f"  c1={c1} c2={c2} iters={params['max_iterations']}: dev tag_acc "
-              f"{res['dev_tag_acc']:.4f}, train {res['train_seconds']:.0f}s", flush=True)
-        results.append(res)
-    (bench.run_dir / "crf_tune.json").write_text(json.dumps(results, indent=1))
-    with C.locked(bench.results_path):
-        _write_crf_tuning(bench.results_path, results)
-    return 0
-
-
 def main(argv=None) -> int:
     args = parse_args(argv)
     data_dir = args.data or C.default_data_dir(DATASET)
@@ -629,8 +522,6 @@ def main(argv=None) -> int:
     if bench is None:
         return 0
     paths = prepare_data(Path(data_dir), bench.work_dir, args.quick)["paths"]
-    if args.crf_tune:
-        return crf_tune(bench, paths)
     jobs = build_jobs(args, paths, bench.run_dir)
     if not jobs:
         print("nothing to run")
@@ -642,20 +533,6 @@ def main(argv=None) -> int:
             print(f"  {job.key} skipped: {bench.errors[job.key]}", flush=True)
     bench.run([job for job in jobs if job.key not in bench.errors])
     return bench.finish(data={"dir": str(data_dir), "counts": corpus_counts(paths)}, notes=NOTES)
-
-
-def _write_crf_tuning(results_path, results) -> None:
-    data = C.load_results(results_path)
-    # keep earlier points, replacing those with the same parameters
-    old_points = (data.get("crf_tuning") or {}).get("points", [])
-    new_params = [r["params"] for r in results]
-    points = [r for r in old_points if r["params"] not in new_params] + results
-    data["crf_tuning"] = {"split": "dev", "metric": "tag_acc", "points": points,
-                          "date": C.now_iso()}
-    C.write_results(results_path, COMPONENT, data.pop("rows", []),
-                    **{k: v for k, v in data.items() if k != "component"})
-    best = max(points, key=lambda r: r["dev_tag_acc"])
-    print(f"best on dev: {best['params']} ({best['dev_tag_acc']:.4f})")
 
 
 if __name__ == "__main__":
