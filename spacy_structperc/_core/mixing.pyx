@@ -1,11 +1,15 @@
 # cython: infer_types=True
 """Iterative parameter mixing (McDonald, Hall and Mann 2010): AveragedWeights tables trained apart,
-mixed into one."""
-from libc.stdint cimport int64_t, uint64_t
+mixed into one (WeightsMixer, mix_weights), and the training side of distributed mixing: what a
+shard changed (the change journal), cells read and written in place, the mixing formula
+replayed in place, and the training state as sparse cells (AveragedWeights' methods of those
+names call the functions here)."""
+from libc.stdlib cimport calloc
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
 
 from .typedefs cimport hash_t, weight_t
 from .weights cimport AveragedWeights
-from .hashtable cimport _bucket
+from .hashtable cimport _bucket, _round_pow2
 import numpy
 
 cdef extern from *:
@@ -198,3 +202,266 @@ def mixing_coefficients(mistakes, str how="uniform"):
         total = sum(mistakes)
         return [m / total for m in mistakes] if total > 0 else [1.0] * len(mistakes)
     raise ValueError(f"unknown mixing '{how}': expected 'uniform' or 'mistakes'")
+
+
+# The training side of distributed mixing: the bodies of AveragedWeights' cell and journal
+# methods (weights.pyx has their docstrings). Cells are (key, class); a key absent from the table
+# reads as zero. No dense copy of the table is ever made.
+
+
+def _start_journal(AveragedWeights self):
+    self._thaw()
+    self._journal_free()
+    cdef size_t n = max(self._rows_capacity, <size_t>1)
+    self._dirty = <uint64_t*>calloc(n * self._mask_words, sizeof(uint64_t))
+    if self._dirty == NULL:
+        raise MemoryError("could not allocate the change journal")
+    self._dirty_rows = n
+    self._jstart_rows = self.n_rows
+    self._journal_lost = False
+
+
+def _stop_journal(AveragedWeights self):
+    self._journal_free()
+    self._journal_lost = False
+
+
+def _check_journal(AveragedWeights self):
+    if self._journal_lost:
+        raise ValueError("the change journal was dropped by a reload or resize: start it again")
+    if self._dirty == NULL:
+        raise ValueError("no change journal: call start_journal() first")
+
+
+def _journal_rows(AveragedWeights self):
+    _check_journal(self)
+    cdef size_t i, j = 0, r, n = 0
+    for i in range(self._jn):
+        if <size_t>self._jrows[i] < self._jstart_rows:
+            n += 1
+    n += self.n_rows - self._jstart_rows
+    keys = numpy.empty((n,), dtype=numpy.uint64)
+    new = numpy.empty((n,), dtype=numpy.bool_)
+    cdef uint64_t[::1] k = keys
+    cdef uint8_t[::1] nw = new.view(numpy.uint8)
+    for i in range(self._capacity):
+        if self._table[i].key == 0:
+            continue
+        r = <size_t>self._row_of(self._table[i].row)
+        if r >= self._jstart_rows or self._row_dirty(r):
+            k[j] = self._table[i].key
+            nw[j] = r >= self._jstart_rows
+            j += 1
+    order = numpy.argsort(keys, kind="stable")
+    return keys[order], new[order]
+
+
+def _journal_cells(AveragedWeights self):
+    _check_journal(self)
+    keys, is_new = self.journal_rows()
+    cdef const uint64_t[::1] k = keys
+    cdef const uint8_t[::1] nw = is_new.view(numpy.uint8)
+    cdef size_t i, n = 0, at = 0
+    cdef int c, C = self.n_classes
+    cdef int64_t r
+    for i in range(<size_t>k.shape[0]):
+        r = self.find(k[i])
+        for c in range(C):
+            if self._cell_out(<size_t>r, c, nw[i]):
+                n += 1
+    out_keys = numpy.empty((n,), dtype=numpy.uint64)
+    out_cols = numpy.empty((n,), dtype=numpy.int32)
+    out_W = numpy.empty((n,), dtype=numpy.float32)
+    out_U = numpy.empty((n,), dtype=numpy.float64)
+    cdef uint64_t[::1] ok = out_keys
+    cdef int32_t[::1] oc = out_cols
+    cdef float[::1] ow = out_W
+    cdef double[::1] ou = out_U
+    for i in range(<size_t>k.shape[0]):
+        r = self.find(k[i])
+        for c in range(C):
+            if self._cell_out(<size_t>r, c, nw[i]):
+                ok[at] = k[i]
+                oc[at] = c
+                ow[at] = self._W[r * C + c]
+                ou[at] = self._u_at(r, c)
+                at += 1
+    return out_keys, out_cols, out_W, out_U, numpy.ascontiguousarray(keys[is_new])
+
+
+def _cell_arrays(AveragedWeights self, keys, cols, n_values=0):
+    k = numpy.ascontiguousarray(keys, dtype=numpy.uint64)
+    c = numpy.ascontiguousarray(cols, dtype=numpy.int32)
+    if k.ndim != 1 or c.shape != k.shape:
+        raise ValueError(f"{c.shape} classes for {k.shape} keys")
+    if c.size and (int(c.min()) < 0 or int(c.max()) >= self.n_classes):
+        raise ValueError(f"a class beyond the {self.n_classes} classes")
+    return k, c
+
+
+def _rows_of(AveragedWeights self, keys):
+    cdef const uint64_t[::1] k = numpy.ascontiguousarray(keys, dtype=numpy.uint64)
+    out = numpy.empty((k.shape[0],), dtype=numpy.int64)
+    cdef int64_t[::1] o = out
+    cdef size_t i
+    with nogil:
+        for i in range(<size_t>k.shape[0]):
+            o[i] = self.find(k[i])
+    return out
+
+
+def _get_cells(AveragedWeights self, keys, cols):
+    ka, ca = _cell_arrays(self, keys, cols)
+    self._thaw()
+    cdef const uint64_t[::1] k = ka
+    cdef const int32_t[::1] c = ca
+    W = numpy.zeros((k.shape[0],), dtype=numpy.float32)
+    U = numpy.zeros((k.shape[0],), dtype=numpy.float64)
+    cdef float[::1] w = W
+    cdef double[::1] u = U
+    cdef size_t i, C = self.n_classes
+    cdef int64_t r
+    with nogil:
+        for i in range(<size_t>k.shape[0]):
+            r = self.find(k[i])
+            if r >= 0:
+                w[i] = self._W[r * C + c[i]]
+                u[i] = self._u_at(r, c[i])
+    return W, U
+
+
+def _insert_keys(AveragedWeights self, keys):
+    cdef const uint64_t[::1] k = numpy.ascontiguousarray(keys, dtype=numpy.uint64)
+    cdef size_t i
+    self._thaw()
+    with nogil:
+        for i in range(<size_t>k.shape[0]):
+            self._insert_zero(k[i])
+    self._avg_valid = False
+    self.version += 1
+
+
+def _set_cells(AveragedWeights self, keys, cols, W, U):
+    ka, ca = _cell_arrays(self, keys, cols)
+    wa = numpy.ascontiguousarray(W, dtype=numpy.float32)
+    ua = numpy.ascontiguousarray(U, dtype=numpy.float64)
+    if wa.shape != ka.shape or ua.shape != ka.shape:
+        raise ValueError(f"{wa.shape} weights and {ua.shape} accumulators for {ka.shape} cells")
+    self._thaw()
+    cdef const uint64_t[::1] k = ka
+    cdef const int32_t[::1] c = ca
+    cdef const float[::1] w = wa
+    cdef const double[::1] u = ua
+    cdef size_t i, C = self.n_classes
+    cdef int64_t r
+    if k.shape[0] and (ua != 0).any():
+        self._ensure_accumulators()
+    with nogil:
+        for i in range(<size_t>k.shape[0]):
+            r = self._insert_zero(k[i])
+            self._W[r * C + c[i]] = w[i]
+            if u[i] != 0.0:
+                self._u_slot(r, c[i])[0] = u[i]
+            elif self._umask != NULL and (self._umask[r * self._mask_words + c[i] // 64] >> (c[i] % 64)) & 1:
+                self._u_slot(r, c[i])[0] = 0.0
+    self._avg_valid = False
+    self.version += 1
+
+
+def _replay_mix(AveragedWeights self, w_factors, double w_scale, u_factors, double u_scale, int64_t clock):
+    cdef const float[::1] wf = numpy.ascontiguousarray(w_factors, dtype=numpy.float32)
+    cdef const double[::1] uf = numpy.ascontiguousarray(u_factors, dtype=numpy.float64)
+    if clock < 0:
+        raise ValueError(f"clock must be >= 0, got {clock}")
+    self._thaw()
+    cdef size_t i, n = self.n_rows * self.n_classes
+    cdef int j, nw = wf.shape[0], nu = uf.shape[0]
+    cdef float acc, tmp, x, ws = <float>w_scale
+    cdef bint scale_w = w_scale != 1.0
+    cdef double acc64, tmp64, y
+    with nogil:
+        if nw:
+            for i in range(n):
+                x = self._W[i]
+                acc = 0.0
+                for j in range(nw):
+                    tmp = wf[j] * x
+                    acc = acc + tmp
+                if scale_w:
+                    acc = acc * ws
+                self._W[i] = acc
+        if self._U != NULL:
+            for i in range(self._u_capacity):
+                if self._U[i].key != 0:
+                    y = self._U[i].value
+                    acc64 = 0.0
+                    for j in range(nu):
+                        tmp64 = y * uf[j]
+                        acc64 = acc64 + tmp64
+                    self._U[i].value = acc64 * u_scale
+    self.clock = clock
+    self._avg_valid = False
+    self.version += 1
+
+
+def _state_cells(AveragedWeights self):
+    self._thaw()
+    keys, rows = self.sorted_rows(averaged=False, prune=False)
+    cdef const int64_t[::1] r = rows
+    cdef size_t i, n = 0, at = 0, C = self.n_classes
+    cdef int c
+    cdef double u
+    for i in range(<size_t>r.shape[0]):
+        for c in range(<int>C):
+            if self._W[r[i] * C + c] != 0 or self._u_at(r[i], c) != 0.0:
+                n += 1
+    cells = numpy.empty((n,), dtype=numpy.int64)
+    W = numpy.empty((n,), dtype=numpy.float32)
+    U = numpy.empty((n,), dtype=numpy.float64)
+    cdef int64_t[::1] oc = cells
+    cdef float[::1] ow = W
+    cdef double[::1] ou = U
+    for i in range(<size_t>r.shape[0]):
+        for c in range(<int>C):
+            u = self._u_at(r[i], c)
+            if self._W[r[i] * C + c] != 0 or u != 0.0:
+                oc[at] = <int64_t>(i * C + c)
+                ow[at] = self._W[r[i] * C + c]
+                ou[at] = u
+                at += 1
+    return keys, cells, W, U, self.clock
+
+
+def _load_cells(AveragedWeights self, keys, cells, W, U, int64_t clock=0):
+    ka = numpy.ascontiguousarray(keys, dtype=numpy.uint64)
+    ca = numpy.ascontiguousarray(cells, dtype=numpy.int64)
+    wa = numpy.ascontiguousarray(W, dtype=numpy.float32)
+    ua = numpy.ascontiguousarray(U, dtype=numpy.float64)
+    if ka.ndim != 1 or (ka.size > 1 and not bool(numpy.all(ka[1:] > ka[:-1]))):
+        raise ValueError("load_cells needs the keys in ascending order, each once")
+    if wa.shape != ca.shape or ua.shape != ca.shape:
+        raise ValueError(f"{wa.shape} weights and {ua.shape} accumulators for {ca.shape} cells")
+    if ca.size and (int(ca.min()) < 0 or int(ca.max()) >= ka.size * self.n_classes):
+        raise ValueError(f"a cell beyond {ka.size} keys x {self.n_classes} classes")
+    self.load_arrays(numpy.zeros(0, numpy.uint64), numpy.zeros((0, self.n_classes), numpy.float32), None, 0)
+    self._clear(max(self._capacity, _round_pow2(2 * len(ka) + 2)))
+    self._grow_rows(max(len(ka), 1024))
+    if ca.size and (ua != 0).any():
+        self._ensure_accumulators()
+    cdef const uint64_t[::1] k = ka
+    cdef const int64_t[::1] cl = ca
+    cdef const float[::1] w = wa
+    cdef const double[::1] u = ua
+    cdef size_t i, C = self.n_classes
+    cdef int64_t r
+    with nogil:
+        for i in range(<size_t>k.shape[0]):
+            self._insert_zero(k[i])
+        for i in range(<size_t>cl.shape[0]):
+            r = cl[i] // <int64_t>C       # rows were created in key order
+            self._W[cl[i]] = w[i]
+            if u[i] != 0.0:
+                self._u_slot(r, <int>(cl[i] % <int64_t>C))[0] = u[i]
+    self.clock = clock
+    self._avg_valid = False
+    self.version += 1

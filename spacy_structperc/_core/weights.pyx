@@ -641,9 +641,9 @@ cdef class AveragedWeights(FrozenRows):
                 u[pos[key >> 16], key & 0xffff] = self._U[i].value
         return keys, W, U, self.clock
 
-    # Training side of distributed mixing: cells read and written in place, a change journal,
-    # the mixing formula replayed in place, and the training state as sparse cells (never a dense
-    # copy of the table). Cells are (key, class); a key absent from the table reads as zero.
+    # Training side of distributed mixing: the cdef parts update() and the table need are here;
+    # mixing.pyx has the rest (cells read and written in place, the change journal, the mixing
+    # formula replayed in place, the training state as sparse cells).
 
     cdef int _journal_mark(self, int64_t row, int c) except -1 nogil:
         # Record that update() wrote (row, c); a row's first mark appends it to _jrows.
@@ -708,31 +708,6 @@ cdef class AveragedWeights(FrozenRows):
         """Whether the change journal records updates (see start_journal)."""
         return self._dirty != NULL
 
-    def start_journal(self):
-        """Start the change journal afresh: from now on every (key, class) that an update (or
-        reset_to_average) writes is recorded, and rows created are new, until the next call.
-        Costs a bit per (row, class) written and one test per update."""
-        self._thaw()
-        self._journal_free()
-        cdef size_t n = max(self._rows_capacity, <size_t>1)
-        self._dirty = <uint64_t*>calloc(n * self._mask_words, sizeof(uint64_t))
-        if self._dirty == NULL:
-            raise MemoryError("could not allocate the change journal")
-        self._dirty_rows = n
-        self._jstart_rows = self.n_rows
-        self._journal_lost = False
-
-    def stop_journal(self):
-        """Stop recording changes and free the journal."""
-        self._journal_free()
-        self._journal_lost = False
-
-    def _check_journal(self):
-        if self._journal_lost:
-            raise ValueError("the change journal was dropped by a reload or resize: start it again")
-        if self._dirty == NULL:
-            raise ValueError("no change journal: call start_journal() first")
-
     cdef bint _row_dirty(self, size_t r) noexcept nogil:
         cdef size_t w
         if r >= self._dirty_rows:
@@ -741,30 +716,6 @@ cdef class AveragedWeights(FrozenRows):
             if self._dirty[r * self._mask_words + w]:
                 return True
         return False
-
-    def journal_rows(self):
-        """(keys, new): the keys of the rows updated or created since start_journal(), ascending,
-        and whether each row is new (created since then)."""
-        self._check_journal()
-        cdef size_t i, j = 0, r, n = 0
-        for i in range(self._jn):
-            if <size_t>self._jrows[i] < self._jstart_rows:
-                n += 1
-        n += self.n_rows - self._jstart_rows
-        keys = numpy.empty((n,), dtype=numpy.uint64)
-        new = numpy.empty((n,), dtype=numpy.bool_)
-        cdef uint64_t[::1] k = keys
-        cdef uint8_t[::1] nw = new.view(numpy.uint8)
-        for i in range(self._capacity):
-            if self._table[i].key == 0:
-                continue
-            r = <size_t>self._row_of(self._table[i].row)
-            if r >= self._jstart_rows or self._row_dirty(r):
-                k[j] = self._table[i].key
-                nw[j] = r >= self._jstart_rows
-                j += 1
-        order = numpy.argsort(keys, kind="stable")
-        return keys[order], new[order]
 
     cdef double _u_at(self, int64_t row, int c) noexcept nogil:
         # The accumulator of (row, c), looked up only where _umask says one exists.
@@ -783,122 +734,46 @@ cdef class AveragedWeights(FrozenRows):
             return True
         return self._u_at(r, c) != 0.0
 
+    def start_journal(self):
+        """Start the change journal afresh: from now on every (key, class) that an update (or
+        reset_to_average) writes is recorded, and rows created are new, until the next call.
+        Costs a bit per (row, class) written and one test per update."""
+        return _mixing()._start_journal(self)
+
+    def stop_journal(self):
+        """Stop recording changes and free the journal."""
+        return _mixing()._stop_journal(self)
+
+    def journal_rows(self):
+        """(keys, new): the keys of the rows updated or created since start_journal(), ascending,
+        and whether each row is new (created since then)."""
+        return _mixing()._journal_rows(self)
+
     def journal_cells(self):
         """What changed since start_journal(), sparse: (keys, cols, W, U, new_keys) with the
         current W and U of every cell an update wrote and every non-zero cell of a new row, cells
         in key order, and the new rows' keys ascending. Reads only the table's buckets and the
         written cells: no dense copy of the state."""
-        self._check_journal()
-        keys, is_new = self.journal_rows()
-        cdef const uint64_t[::1] k = keys
-        cdef const uint8_t[::1] nw = is_new.view(numpy.uint8)
-        cdef size_t i, n = 0, at = 0
-        cdef int c, C = self.n_classes
-        cdef int64_t r
-        for i in range(<size_t>k.shape[0]):
-            r = self.find(k[i])
-            for c in range(C):
-                if self._cell_out(<size_t>r, c, nw[i]):
-                    n += 1
-        out_keys = numpy.empty((n,), dtype=numpy.uint64)
-        out_cols = numpy.empty((n,), dtype=numpy.int32)
-        out_W = numpy.empty((n,), dtype=numpy.float32)
-        out_U = numpy.empty((n,), dtype=numpy.float64)
-        cdef uint64_t[::1] ok = out_keys
-        cdef int32_t[::1] oc = out_cols
-        cdef float[::1] ow = out_W
-        cdef double[::1] ou = out_U
-        for i in range(<size_t>k.shape[0]):
-            r = self.find(k[i])
-            for c in range(C):
-                if self._cell_out(<size_t>r, c, nw[i]):
-                    ok[at] = k[i]
-                    oc[at] = c
-                    ow[at] = self._W[r * C + c]
-                    ou[at] = self._u_at(r, c)
-                    at += 1
-        return out_keys, out_cols, out_W, out_U, numpy.ascontiguousarray(keys[is_new])
-
-    def _cell_arrays(self, keys, cols, n_values=0):
-        k = numpy.ascontiguousarray(keys, dtype=numpy.uint64)
-        c = numpy.ascontiguousarray(cols, dtype=numpy.int32)
-        if k.ndim != 1 or c.shape != k.shape:
-            raise ValueError(f"{c.shape} classes for {k.shape} keys")
-        if c.size and (int(c.min()) < 0 or int(c.max()) >= self.n_classes):
-            raise ValueError(f"a class beyond the {self.n_classes} classes")
-        return k, c
+        return _mixing()._journal_cells(self)
 
     def rows_of(self, keys):
         """The row of each key (int64), -1 where absent."""
-        cdef const uint64_t[::1] k = numpy.ascontiguousarray(keys, dtype=numpy.uint64)
-        out = numpy.empty((k.shape[0],), dtype=numpy.int64)
-        cdef int64_t[::1] o = out
-        cdef size_t i
-        with nogil:
-            for i in range(<size_t>k.shape[0]):
-                o[i] = self.find(k[i])
-        return out
+        return _mixing()._rows_of(self, keys)
 
     def get_cells(self, keys, cols):
         """(W, U) at the cells (keys[i], cols[i]): float32 current weights and float64
         accumulators, zero where the key is absent."""
-        ka, ca = self._cell_arrays(keys, cols)
-        self._thaw()
-        cdef const uint64_t[::1] k = ka
-        cdef const int32_t[::1] c = ca
-        W = numpy.zeros((k.shape[0],), dtype=numpy.float32)
-        U = numpy.zeros((k.shape[0],), dtype=numpy.float64)
-        cdef float[::1] w = W
-        cdef double[::1] u = U
-        cdef size_t i, C = self.n_classes
-        cdef int64_t r
-        with nogil:
-            for i in range(<size_t>k.shape[0]):
-                r = self.find(k[i])
-                if r >= 0:
-                    w[i] = self._W[r * C + c[i]]
-                    u[i] = self._u_at(r, c[i])
-        return W, U
+        return _mixing()._get_cells(self, keys, cols)
 
     def insert_keys(self, keys):
         """Create a zero row for each key not in the table yet."""
-        cdef const uint64_t[::1] k = numpy.ascontiguousarray(keys, dtype=numpy.uint64)
-        cdef size_t i
-        self._thaw()
-        with nogil:
-            for i in range(<size_t>k.shape[0]):
-                self._insert_zero(k[i])
-        self._avg_valid = False
-        self.version += 1
+        return _mixing()._insert_keys(self, keys)
 
     def set_cells(self, keys, cols, W, U):
         """Write W (float32) and U (float64, the averaging accumulators) at the cells
         (keys[i], cols[i]) in place; keys not in the table get zero rows first. Other cells, the
         clock and the journal are left as they are."""
-        ka, ca = self._cell_arrays(keys, cols)
-        wa = numpy.ascontiguousarray(W, dtype=numpy.float32)
-        ua = numpy.ascontiguousarray(U, dtype=numpy.float64)
-        if wa.shape != ka.shape or ua.shape != ka.shape:
-            raise ValueError(f"{wa.shape} weights and {ua.shape} accumulators for {ka.shape} cells")
-        self._thaw()
-        cdef const uint64_t[::1] k = ka
-        cdef const int32_t[::1] c = ca
-        cdef const float[::1] w = wa
-        cdef const double[::1] u = ua
-        cdef size_t i, C = self.n_classes
-        cdef int64_t r
-        if k.shape[0] and (ua != 0).any():
-            self._ensure_accumulators()
-        with nogil:
-            for i in range(<size_t>k.shape[0]):
-                r = self._insert_zero(k[i])
-                self._W[r * C + c[i]] = w[i]
-                if u[i] != 0.0:
-                    self._u_slot(r, c[i])[0] = u[i]
-                elif self._umask != NULL and (self._umask[r * self._mask_words + c[i] // 64] >> (c[i] % 64)) & 1:
-                    self._u_slot(r, c[i])[0] = 0.0
-        self._avg_valid = False
-        self.version += 1
+        return _mixing()._set_cells(self, keys, cols, W, U)
 
     def replay_mix(self, w_factors, double w_scale, u_factors, double u_scale, int64_t clock):
         """Every cell in place through the mixing formula of shards that all hold its value:
@@ -906,105 +781,18 @@ cdef class AveragedWeights(FrozenRows):
         (W unchanged when w_factors is empty; no scaling when w_scale is 1), U <-
         (sum_k U * u_factors[k]) * u_scale in float64; then the clock is `clock`. With the
         factors WeightsMixer uses, a cell no shard changed gets the value the mixer gives it."""
-        cdef const float[::1] wf = numpy.ascontiguousarray(w_factors, dtype=numpy.float32)
-        cdef const double[::1] uf = numpy.ascontiguousarray(u_factors, dtype=numpy.float64)
-        if clock < 0:
-            raise ValueError(f"clock must be >= 0, got {clock}")
-        self._thaw()
-        cdef size_t i, n = self.n_rows * self.n_classes
-        cdef int j, nw = wf.shape[0], nu = uf.shape[0]
-        cdef float acc, tmp, x, ws = <float>w_scale
-        cdef bint scale_w = w_scale != 1.0
-        cdef double acc64, tmp64, y
-        with nogil:
-            if nw:
-                for i in range(n):
-                    x = self._W[i]
-                    acc = 0.0
-                    for j in range(nw):
-                        tmp = wf[j] * x
-                        acc = acc + tmp
-                    if scale_w:
-                        acc = acc * ws
-                    self._W[i] = acc
-            if self._U != NULL:
-                for i in range(self._u_capacity):
-                    if self._U[i].key != 0:
-                        y = self._U[i].value
-                        acc64 = 0.0
-                        for j in range(nu):
-                            tmp64 = y * uf[j]
-                            acc64 = acc64 + tmp64
-                        self._U[i].value = acc64 * u_scale
-        self.clock = clock
-        self._avg_valid = False
-        self.version += 1
+        return _mixing()._replay_mix(self, w_factors, w_scale, u_factors, u_scale, clock)
 
     def state_cells(self):
         """The training state sparsely: (keys, cells, W, U, clock) with every key ascending and
         the cells where W or U is not zero, as flat indices position * n_classes + class (in
         ascending order), with their W (float32) and U (float64). `load_cells` reads it back."""
-        self._thaw()
-        keys, rows = self.sorted_rows(averaged=False, prune=False)
-        cdef const int64_t[::1] r = rows
-        cdef size_t i, n = 0, at = 0, C = self.n_classes
-        cdef int c
-        cdef double u
-        for i in range(<size_t>r.shape[0]):
-            for c in range(<int>C):
-                if self._W[r[i] * C + c] != 0 or self._u_at(r[i], c) != 0.0:
-                    n += 1
-        cells = numpy.empty((n,), dtype=numpy.int64)
-        W = numpy.empty((n,), dtype=numpy.float32)
-        U = numpy.empty((n,), dtype=numpy.float64)
-        cdef int64_t[::1] oc = cells
-        cdef float[::1] ow = W
-        cdef double[::1] ou = U
-        for i in range(<size_t>r.shape[0]):
-            for c in range(<int>C):
-                u = self._u_at(r[i], c)
-                if self._W[r[i] * C + c] != 0 or u != 0.0:
-                    oc[at] = <int64_t>(i * C + c)
-                    ow[at] = self._W[r[i] * C + c]
-                    ou[at] = u
-                    at += 1
-        return keys, cells, W, U, self.clock
+        return _mixing()._state_cells(self)
 
     def load_cells(self, keys, cells, W, U, int64_t clock=0):
         """Replace the contents by a sparse state (as `state_cells` gives it): the keys
         (ascending, each once) with zero rows, then W and U at the flat cells."""
-        ka = numpy.ascontiguousarray(keys, dtype=numpy.uint64)
-        ca = numpy.ascontiguousarray(cells, dtype=numpy.int64)
-        wa = numpy.ascontiguousarray(W, dtype=numpy.float32)
-        ua = numpy.ascontiguousarray(U, dtype=numpy.float64)
-        if ka.ndim != 1 or (ka.size > 1 and not bool(numpy.all(ka[1:] > ka[:-1]))):
-            raise ValueError("load_cells needs the keys in ascending order, each once")
-        if wa.shape != ca.shape or ua.shape != ca.shape:
-            raise ValueError(f"{wa.shape} weights and {ua.shape} accumulators for {ca.shape} cells")
-        if ca.size and (int(ca.min()) < 0 or int(ca.max()) >= ka.size * self.n_classes):
-            raise ValueError(f"a cell beyond {ka.size} keys x {self.n_classes} classes")
-        self.load_arrays(numpy.zeros(0, numpy.uint64), numpy.zeros((0, self.n_classes), numpy.float32), None, 0)
-        self._clear(max(self._capacity, _round_pow2(2 * len(ka) + 2)))
-        self._grow_rows(max(len(ka), 1024))
-        if ca.size and (ua != 0).any():
-            self._ensure_accumulators()
-        cdef const uint64_t[::1] k = ka
-        cdef const int64_t[::1] cl = ca
-        cdef const float[::1] w = wa
-        cdef const double[::1] u = ua
-        cdef size_t i, C = self.n_classes
-        cdef int64_t r
-        with nogil:
-            for i in range(<size_t>k.shape[0]):
-                self._insert_zero(k[i])
-            for i in range(<size_t>cl.shape[0]):
-                r = cl[i] // <int64_t>C       # rows were created in key order
-                self._W[cl[i]] = w[i]
-                if u[i] != 0.0:
-                    self._u_slot(r, <int>(cl[i] % <int64_t>C))[0] = u[i]
-        self.clock = clock
-        self._avg_valid = False
-        self.version += 1
+        return _mixing()._load_cells(self, keys, cells, W, U, clock)
 
     def load_arrays(self, keys, weights, accumulators=None, clock=0):
         """Replace the contents by `weights` for `keys`; the average restarts from them."""
@@ -1085,6 +873,12 @@ def _rebuild_weights(n_classes, n_buckets, keys, W, U, clock, use_averages, nois
     weights.set_use_averages(use_averages)
     weights.set_noise(noise_scale, noise_seed)
     return weights
+
+
+def _mixing():
+    # mixing.pyx cimports this module: imported on first use.
+    from . import mixing
+    return mixing
 
 
 # WeightsMixer, mix_weights and mixing_coefficients were defined here once; mixing.pyx has them,
