@@ -71,6 +71,7 @@ DYNAMIC = HYBRID + ["--components.parser.oracle", "dynamic", "--components.parse
 LEVERS: Dict[str, List[str]] = {
     "parser.cfg": [],
     "upos features": ["--components.parser.model.features.upos", "true"],
+    "label sets": ["--components.parser.model.features.label_sets", "true"],
     "arc-hybrid, static oracle": HYBRID,
     "arc-hybrid, dynamic oracle, explore 0.9": DYNAMIC,
     "arc-hybrid, dynamic oracle, explore 0.9 after 2 passes": DYNAMIC + ["--components.parser.explore_after", "2"],

@@ -27,6 +27,8 @@ cdef enum:
     ATTR_DEP = -1   # the label of the arc into the token
     ATTR_VL = -2    # number of left children
     ATTR_VR = -3    # number of right children
+    ATTR_LSET = -5  # the set of left children's labels (Zhang and Nivre 2011)
+    ATTR_RSET = -6  # the set of right children's labels
     ATTR_DIST = -4
 
 

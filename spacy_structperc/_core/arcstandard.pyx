@@ -49,10 +49,11 @@ ADDRESSES = {"s0": ADDR_S0, "s1": ADDR_S1, "s2": ADDR_S2, "q0": ADDR_Q0, "q1": A
              "dist0": ADDR_DIST0}
 DISTANCES = ("dist", "dist0")
 SYSTEMS = ("arc-standard", "arc-hybrid")
-STRUCTURAL = {"dep": ATTR_DEP, "vl": ATTR_VL, "vr": ATTR_VR}
+STRUCTURAL = {"dep": ATTR_DEP, "vl": ATTR_VL, "vr": ATTR_VR, "ls": ATTR_LSET, "rs": ATTR_RSET}
 
 cdef enum:
     A_STACK, A_HEAD, A_LABEL, A_LC1, A_LC2, A_RC1, A_RC2, A_NL, A_NR
+    A_LSET, A_RSET   # the labels of a token's left / right children, as bits (label id mod 32)
     N_ARRAYS
 
 cdef enum:
@@ -285,7 +286,7 @@ cdef class ArcStandardSystem(TransitionSystem):
             return
         memset(self.arr(state, A_STACK), 0, n * sizeof(int))
         memset(self.arr(state, A_HEAD), 0xff, 6 * n * sizeof(int))   # head, label, lc1..rc2: -1
-        memset(self.arr(state, A_NL), 0, 2 * n * sizeof(int))
+        memset(self.arr(state, A_NL), 0, 4 * n * sizeof(int))   # valencies and label sets: 0
 
     cdef bint is_final(self, const void* state) noexcept nogil:
         cdef const ParseStateC* st = <const ParseStateC*>state
@@ -325,6 +326,7 @@ cdef class ArcStandardSystem(TransitionSystem):
             self.arr(state, A_LC2)[st.buf] = self.arr(state, A_LC1)[st.buf]
             self.arr(state, A_LC1)[st.buf] = s0
             self.arr(state, A_NL)[st.buf] += 1
+            self.arr(state, A_LSET)[st.buf] |= 1 << (label & 31)
             st.n_stack -= 1
         elif (action - N_FIXED_ACTIONS) % 2 == 0:
             # LEFT-ARC: s1 <- s0; s1 lies left of every earlier left child of s0.
@@ -336,6 +338,7 @@ cdef class ArcStandardSystem(TransitionSystem):
             self.arr(state, A_LC2)[s0] = self.arr(state, A_LC1)[s0]
             self.arr(state, A_LC1)[s0] = s1
             self.arr(state, A_NL)[s0] += 1
+            self.arr(state, A_LSET)[s0] |= 1 << (label & 31)
             stack[st.n_stack - 2] = s0
             st.n_stack -= 1
         else:
@@ -348,6 +351,7 @@ cdef class ArcStandardSystem(TransitionSystem):
             self.arr(state, A_RC2)[s1] = self.arr(state, A_RC1)[s1]
             self.arr(state, A_RC1)[s1] = s0
             self.arr(state, A_NR)[s1] += 1
+            self.arr(state, A_RSET)[s1] |= 1 << (label & 31)
             st.n_stack -= 1
 
     cdef void resolve(self, const void* state, int* tok) noexcept nogil:
@@ -429,6 +433,10 @@ cdef class ArcStandardSystem(TransitionSystem):
                     value = <hash_t>(nl[i] + 1)
                 elif attr == ATTR_VR:
                     value = <hash_t>(nr[i] + 1)
+                elif attr == ATTR_LSET:
+                    value = <hash_t>(<unsigned int>self.arr(state, A_LSET)[i]) + 1
+                elif attr == ATTR_RSET:
+                    value = <hash_t>(<unsigned int>self.arr(state, A_RSET)[i]) + 1
                 else:   # ATTR_DIST: tok holds the bucket
                     value = <hash_t>(i + 1)
                 h = _combine(h, value)

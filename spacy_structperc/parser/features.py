@@ -14,13 +14,15 @@ from ..atoms import template
 
 def parser_templates(word: str = "lower", third_order: bool = True, valency: bool = True,
                      distance: bool = True, queue: int = 3, clusters: bool = False,
-                     arc_hybrid: bool = False, upos: bool = False) -> List[dict]:
+                     arc_hybrid: bool = False, upos: bool = False, label_sets: bool = False) -> List[dict]:
     """Zhang & Nivre (2011) features for labelled arc-standard parsing.
 
     word: the atom used as the word form (lower or orth). third_order adds the second-leftmost /
     rightmost children and the tag trigrams along them. queue: how many queue words are read.
     clusters adds Brown-cluster (c6, cluster) features of s0, s1 and q0. arc_hybrid adds q0's
     left children, which only arc-hybrid builds (with arc-standard they never exist). upos adds
+    label_sets adds the sets of labels of s0's and s1's left and right children with their word
+    or tag (Zhang & Nivre 2011's non-local features). upos adds
     the universal POS (token.pos_, which the tagger predicts with pos = "predict") of the stack,
     queue and children, alone and in pairs: it tells AUX from VERB and SCONJ from ADP, which
     the fine tags do not, and which UD's labels (aux / cop, mark / case) follow.
@@ -130,6 +132,11 @@ def parser_templates(word: str = "lower", third_order: bool = True, valency: boo
             add("q0t,d0", ("q0", t), ("dist0", "s0q0"))
             add("s0w,q0w,d0", ("s0", w), ("q0", w), ("dist0", "s0q0"))
             add("s0t,q0t,d0", ("s0", t), ("q0", t), ("dist0", "s0q0"))
+    if label_sets:
+        for pos in ("s0", "s1") + (("q0",) if arc_hybrid else ()):
+            for side in ("ls", "rs") if pos != "q0" else ("ls",):
+                add(f"{pos}w,{side}", (pos, w), (pos, side))
+                add(f"{pos}t,{side}", (pos, t), (pos, side))
     if upos:
         p = "pos"
         for pos in ("s0", "s1", "s2", "q0", "q1", "q2", "s0l", "s0r", "s1l", "s1r"):
@@ -162,7 +169,7 @@ def parser_atoms(templates: Sequence[dict]) -> List[str]:
     seen: List[str] = []
     for spec in templates:
         for where, what in spec["parts"]:
-            if where not in ("dist", "dist0") and what not in ("dep", "vl", "vr") and what not in seen:
+            if where not in ("dist", "dist0") and what not in ("dep", "vl", "vr", "ls", "rs") and what not in seen:
                 seen.append(what)
     return sorted(seen)
 
@@ -170,7 +177,7 @@ def parser_atoms(templates: Sequence[dict]) -> List[str]:
 @registry.misc("spacy-structperc.parser_features.v1")
 def parser_features(word: str = "lower", third_order: bool = True, valency: bool = True,
                     distance: bool = True, queue: int = 3, clusters: bool = False,
-                    arc_hybrid: bool = False, upos: bool = False) -> List[dict]:
+                    arc_hybrid: bool = False, upos: bool = False, label_sets: bool = False) -> List[dict]:
     """Zhang & Nivre (2011) templates for arc-standard parsing: words and tags of s0-s2 and
     q0-q2, children of s0 and s1 with their labels, distance and valency. Tags are read from
     token.tag_, so an upstream tagger (or gold tags) must set them.
@@ -179,5 +186,7 @@ def parser_features(word: str = "lower", third_order: bool = True, valency: bool
     queue: queue words read (2 or 3). clusters: Brown-cluster features (spacy-lookups-data).
     arc_hybrid: q0's left children (for the parser's transition_system "arc-hybrid").
     upos: universal POS features (token.pos_: a tagger with pos = "predict" goes first).
+    label_sets: the label sets of s0's and s1's children (Zhang & Nivre 2011).
     """
-    return parser_templates(word, third_order, valency, distance, queue, clusters, arc_hybrid, upos)
+    return parser_templates(word, third_order, valency, distance, queue, clusters, arc_hybrid, upos,
+                            label_sets)

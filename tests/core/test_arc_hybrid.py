@@ -236,3 +236,25 @@ def test_arc_standard_has_no_dynamic_oracle():
         lookahead.train(system, 0, 0.0, dynamic=True)
     with pytest.raises(ValueError, match="system must be"):
         make_system(system="arc-eager")
+
+
+@pytest.mark.parametrize("system", ["arc-standard", "arc-hybrid"])
+def test_label_sets_hold_the_labels_of_the_children_built(system):
+    """ls / rs (Zhang and Nivre 2011): a template over s0's label sets changes exactly when s0
+    gains a child with a label not yet in the set, on the side the set says."""
+    specs = [{"name": "s0ls", "parts": [["s0", "ls"]]}, {"name": "s0rs", "parts": [["s0", "rs"]]}]
+    weights = AveragedWeights(2 + 2 * 3, 1 << 10)
+    parse = ArcStandardSystem(ParseTemplates(specs, ["lower"]), weights, 3, 0, system)
+    parse.set_sentence(numpy.ones((4, 1), dtype=numpy.uint64))
+    left, right = (lambda label: 2 + 2 * label), (lambda label: 3 + 2 * label)
+    state = parse.step(parse.step(parse.initial_state(), SHIFT), SHIFT)   # stack [0, 1]
+    empty = parse.state_features(state)
+    if system == "arc-standard":
+        state = parse.step(state, left(2))        # 0 <- 1: s0 = 1 has left child label 2
+    else:
+        state = parse.step(parse.step(state, left(2)), SHIFT)   # 1 <- 2, then s0 = 2
+    with_left = parse.state_features(state)
+    assert with_left[0] != empty[0] and with_left[1] == empty[1]
+    state = parse.step(parse.step(state, SHIFT), right(1))   # s0 gets a right child, label 1
+    both = parse.state_features(state)
+    assert both[0] == with_left[0] and both[1] != with_left[1]
