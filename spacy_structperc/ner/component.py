@@ -25,6 +25,12 @@ With document features (features.document: what a word's other occurrences in th
 atoms.CONTEXT_ATOMS), a Doc is meant to be a whole text: training reads documents (the CoNLL-2003
 reader's `documents = true`), and a Doc with sentence boundaries is trained and decoded one
 sentence at a time, as sentence Docs are; only those features look beyond the sentence.
+
+Gazetteers (`gazetteers`, gazetteers.py) add atoms from name lists the component carries and
+saves in its own block; a training Doc reads the lists jackknifed (its fold's entries left out).
+Two-stage aggregation (`two_stage`, aggregation.py) decodes twice: the second pass reads what the
+first said about each word's other occurrences in the Doc, so it is also trained and decoded a
+sentence at a time, as with document features.
 """
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
