@@ -101,12 +101,13 @@ def prepare_data(data_dir: Path, work_dir: Path, quick: bool) -> Dict[str, str]:
 
 
 def _tagged_copies(docs, vocab, tags=None, sentences: bool = False):
-    """Words and tags (gold, or those of `tags`) of `docs`; with `sentences`, each Doc is marked
+    """Words, tags and universal POS (gold, or those of `tags`) of `docs`; with `sentences`, each Doc is marked
     as one sentence (so the parser parses it as given, with no BREAK)."""
     from spacy.tokens import Doc
 
     return [Doc(vocab, words=[t.text for t in d], spaces=[bool(t.whitespace_) for t in d],
                 tags=[t.tag_ for t in (tags[i] if tags is not None else d)],
+                pos=[t.pos_ for t in (tags[i] if tags is not None else d)],
                 sent_starts=[True] + [False] * (len(d) - 1) if sentences and len(d) else None)
             for i, d in enumerate(docs)]
 
