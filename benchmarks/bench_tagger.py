@@ -4,24 +4,23 @@ UD English EWT, gold tokenization, one Doc per sentence; the data is converted t
 ``*.xpos.spacy`` (XPOS in ``tag_``, UPOS in ``pos_``) and ``*.upos.spacy`` (UPOS in both, for
 spaCy's ``tagger``, which only learns ``tag_``). Each system trains an XPOS and a UPOS model and
 gets test ``tag_acc`` / ``pos_acc``, ``train_seconds`` and ``predict_wps`` of the XPOS model and
-``peak_rss_mb``, in ``benchmarks/results/tagger.json``; ``tagger_beam.png`` (from the beam
-rows, the dev sweep's when there is one) and ``tagger_lookahead.png`` are drawn from it. How every
-script runs, merges its rows and finds its data: docs/benchmarks.md.
+``peak_rss_mb``, in ``benchmarks/results/tagger.json``. How every script runs, merges its rows
+and finds its data: docs/benchmarks.md.
 
     python benchmarks/bench_tagger.py --quick                  # smoke run on slices
     python benchmarks/bench_tagger.py                          # everything, full data
     python benchmarks/bench_tagger.py --only crfsuite,spacy    # peers only
     python benchmarks/bench_tagger.py --only "structperc_tagger:beam 4, early"
-    python benchmarks/bench_tagger.py --plots-only             # redraw from the JSON
 
-The beam-width sweep on dev (``--beam-sweep``) and the CRF's (c1, c2) grid (``--crf-tune``) are
-finished: their points are in tagger.json (dev rows, ``crf_tuning``); the script that ran them
-is in the history (docs/benchmarks.md, retired benchmarks).
+The beam-width sweep on dev (``--beam-sweep``), the CRF's (c1, c2) grid (``--crf-tune``) and the
+plots of the lookahead and beam rows (``tagger_lookahead.png``, ``tagger_beam.png``) are
+finished: their points are in tagger.json (dev rows, ``crf_tuning``) and the plots stay in
+benchmarks/results; the code that made them is in the history (docs/benchmarks.md, retired
+benchmarks).
 """
 from __future__ import annotations
 
 import argparse
-import re
 import shlex
 import sys
 from pathlib import Path
@@ -38,8 +37,7 @@ PIPE_NAME = "tagger"  # our component's name in configs/tagger.cfg and configs/t
 SPLIT_FILES = {"train": "*-ud-train.conllu", "dev": "*-ud-dev.conllu", "test": "*-ud-test.conllu"}
 
 # Our settings, as data. "setting" is what the results rows and the README show; "overrides" are
-# component settings passed to `spacy train` as --components.tagger.KEY VALUE. The plots find
-# their points by the names: "lookahead N" and "beam W, UPDATE".
+# component settings passed to `spacy train` as --components.tagger.KEY VALUE.
 STRUCTPERC_SETTINGS: List[Dict[str, Any]] = [
     {"setting": "default", "overrides": {}},  # configs/tagger.cfg: greedy, lookahead 0, margin 40
     {"setting": "greedy, lookahead 0", "overrides": {"decoder": "greedy", "lookahead_depth": 0}},
@@ -375,114 +373,6 @@ def build_jobs(args, paths: Dict[str, str], run_dir: Path) -> List[C.Job]:
 
 
 # ---------------------------------------------------------------------------------------------
-# Plots (from the JSON only)
-
-_LOOKAHEAD = re.compile(r"lookahead (\d+)")
-_BEAM = re.compile(r"^beam (\d+), (standard|early|max-violation|latest|hybrid)")
-
-
-def _values(rows, **match) -> Dict[str, Dict[str, float]]:
-    """{setting: {metric: value}} for rows matching all of ``match``."""
-    out: Dict[str, Dict[str, float]] = {}
-    for r in rows:
-        if all(r.get(k) == v for k, v in match.items()):
-            out.setdefault(r["setting"], {})[r["metric"]] = r["value"]
-    return out
-
-
-def make_plots(results_path: Path, out_dir: Path) -> List[Path]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import matplotlib.ticker  # noqa: F401
-
-    data = C.load_results(results_path)
-    rows = data.get("rows", [])
-    tag = " (QUICK SMOKE RUN)" if data.get("quick") else ""
-    written: List[Path] = []
-
-    # Accuracy against beam width per update method (huang2012 Fig. 4a): the dev sweep if there
-    # is one, else the test rows of the main settings.
-    for split in ("dev", "test"):
-        by_setting = _values(rows, system=OURS, split=split)
-        lines: Dict[str, Dict[int, float]] = {}
-        for setting, metrics in by_setting.items():
-            m = _BEAM.match(setting)
-            if m and "tag_acc" in metrics:
-                lines.setdefault(m.group(2), {})[int(m.group(1))] = metrics["tag_acc"]
-        if lines:
-            break
-    if lines:
-        fig, ax = plt.subplots(figsize=(5.5, 4))
-        markers = {"max-violation": "o", "early": "s", "standard": "^", "latest": "v", "hybrid": "D"}
-        for update in sorted(lines, key=lambda u: list(markers).index(u) if u in markers else 9):
-            pts = sorted(lines[update].items())
-            ax.plot([p[0] for p in pts], [100 * p[1] for p in pts], marker=markers.get(update, "o"),
-                    label=update)
-        exact = by_setting.get("viterbi, order 2", {}).get("tag_acc")
-        if exact is not None:
-            ax.axhline(100 * exact, color="grey", linestyle="--", linewidth=1,
-                       label="viterbi, order 2")
-        widths = sorted({w for pts in lines.values() for w in pts})
-        ax.set_xscale("log", base=2)
-        ax.set_xticks(widths)
-        ax.set_xticklabels([str(w) for w in widths])
-        ax.set_xlabel("beam width")
-        ax.set_ylabel(f"XPOS accuracy on {split} (%)")
-        ax.set_title(f"{OURS}: beam search update methods\nUD English EWT {split}{tag}")
-        ax.grid(alpha=0.3)
-        ax.legend()
-        fig.tight_layout()
-        path = out_dir / "tagger_beam.png"
-        fig.savefig(path, dpi=120)
-        plt.close(fig)
-        written.append(path)
-    else:
-        print("  no beam rows in the results yet: tagger_beam.png not drawn")
-
-    # Accuracy and words/s against lookahead depth (tsuruoka2011 Table 1).
-    pts = []
-    for setting, metrics in _values(rows, system=OURS, split="test").items():
-        m = _LOOKAHEAD.search(setting)
-        if m and "tag_acc" in metrics:
-            pts.append((int(m.group(1)), metrics["tag_acc"], metrics.get("predict_wps"),
-                        metrics.get("train_seconds")))
-    if pts:
-        pts.sort()
-        fig, ax = plt.subplots(figsize=(5.5, 4))
-        depths = [p[0] for p in pts]
-        ax.plot(depths, [100 * p[1] for p in pts], marker="o", color="C0", label="XPOS accuracy")
-        ax.set_xlabel("lookahead depth")
-        ax.set_ylabel("XPOS accuracy on test (%)", color="C0")
-        ax.set_xticks(depths)
-        ax2 = ax.twinx()
-        wps = [(p[0], p[2]) for p in pts if p[2]]
-        if wps:
-            ax2.plot([w[0] for w in wps], [w[1] for w in wps], marker="s", color="C1",
-                     linestyle="--", label="words/s")
-            ax2.set_yscale("log")
-            fmt = matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:,.0f}")
-            ax2.yaxis.set_major_formatter(fmt)
-            span = max(w[1] for w in wps) / min(w[1] for w in wps)
-            # label the minor ticks only when the axis spans less than a decade
-            ax2.yaxis.set_minor_formatter(fmt if span < 8 else matplotlib.ticker.NullFormatter())
-            ax2.set_ylabel("prediction words/s (log scale)", color="C1")
-        ax.set_title(f"{OURS}: greedy decoding with lookahead\nUD English EWT test{tag}")
-        ax.grid(alpha=0.3)
-        handles = ax.get_legend_handles_labels()[0] + ax2.get_legend_handles_labels()[0]
-        ax.legend(handles, [h.get_label() for h in handles], loc="lower center")
-        fig.tight_layout()
-        path = out_dir / "tagger_lookahead.png"
-        fig.savefig(path, dpi=120)
-        plt.close(fig)
-        written.append(path)
-    else:
-        print("  no lookahead rows in the results yet: tagger_lookahead.png not drawn")
-    return written
-
-
-# ---------------------------------------------------------------------------------------------
 # Main
 
 
@@ -518,7 +408,7 @@ def parse_args(argv=None):
 def main(argv=None) -> int:
     args = parse_args(argv)
     data_dir = args.data or C.default_data_dir(DATASET)
-    bench = C.Bench.start(COMPONENT, __file__, args, argv, make_plots, OURS, data=data_dir)
+    bench = C.Bench.start(COMPONENT, __file__, args, argv, lambda results, out: [], OURS, data=data_dir)
     if bench is None:
         return 0
     paths = prepare_data(Path(data_dir), bench.work_dir, args.quick)["paths"]
