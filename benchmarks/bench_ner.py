@@ -26,7 +26,12 @@ recording test ``ents_f/p/r`` (``Scorer.score_spans(examples, "ents")``, fractio
 ``nlp.pipe`` calls, batch_size 1000, over copies of the test Docs without entities) and
 ``peak_rss_mb`` in ``benchmarks/results/ner.json`` (component "ner"; rows merged with the
 file's: only what was re-run is replaced, and the synthetic-data rows of ``bench_synthetic.py``
-are kept), then drawing ``ner_latent.png`` (F1 against n_latent, peers as horizontal lines).
+are kept).
+
+Finished and retired (docs/benchmarks.md, retired benchmarks): ``--tune``, the dev F1 after every
+pass that chose each corpus's settings (its curves stay in ``ner_tune.json``), and the drawing
+of ``ner_latent.png`` (F1 against n_latent, peers as horizontal lines; the figure stays in
+benchmarks/results).
 
 Examples (from the repo root)::
 
@@ -34,8 +39,6 @@ Examples (from the repo root)::
     python benchmarks/bench_ner.py                             # everything, both corpora
     python benchmarks/bench_ner.py --only spacy_ner,crfsuite   # the peers only
     python benchmarks/bench_ner.py --only "structperc_ner:default;n_latent 1" --datasets jnlpba
-    python benchmarks/bench_ner.py --tune --settings "default;n_latent 1" --epochs 20  # dev curves
-    python benchmarks/bench_ner.py --plots-only
 
 The data root defaults to ``$STRUCTPERC_DATA``, else ``../shared/data`` (``jnlpba/``,
 ``conll2003/`` under it).
@@ -43,11 +46,8 @@ The data root defaults to ``$STRUCTPERC_DATA``, else ``../shared/data`` (``jnlpb
 from __future__ import annotations
 
 import argparse
-import json
 import random
-import re
 import sys
-import time
 from pathlib import Path
 from typing import Any, Dict, List, Sequence
 
@@ -121,14 +121,6 @@ STRUCTPERC_SETTINGS: Dict[str, List[Dict[str, Any]]] = {
     "conll2003": _sweep(CONLL_FEATURES, 10),
 }
 
-# Tuning only (--tune): the factory's own default features (words only, every node template
-# latent), to choose the factory's n_latent on each corpus's dev split.
-FACTORY_FEATURES = {"@misc": "spacy-structperc.ner_features.v1", "pos": False, "history": 1}
-TUNE_ONLY_SETTINGS: List[Dict[str, Any]] = [
-    {"setting": f"factory features, n_latent {k}", "epochs": 10,
-     "config": {"model": _model(FACTORY_FEATURES), "n_latent": k, "reset_every": 4 if k > 1 else 0}}
-    for k in (1, 2, 4)]
-
 CRF_PARAMS = {"algorithm": "lbfgs", "c1": 0.0, "c2": 1.0, "max_iterations": 100}
 SPACY_MAX_STEPS = 4000
 
@@ -141,7 +133,7 @@ QUICK_SPACY_STEPS = 200
 NOTES = [
     "jnlpba: JNLPBA 2004 (GENIA 3.02, 5 entity types), train Genia4ERtask1.iob2 (18,546 sentences, "
     "492,551 tokens), test Genia4EReval1.iob2 (3,856 sentences, 101,039 tokens), IOB2, words only. "
-    "No dev split: tuning (ours, --tune) and spaCy's dev set use the last 1,000 training "
+    "No dev split: tuning (ours, the retired --tune) and spaCy's dev set use the last 1,000 training "
     "sentences; the final models of ours and CRFsuite train on all 18,546, spaCy's ner on the "
     "first 17,546.",
     "conll2003: CoNLL-2003 English (4 types), train eng.train, dev eng.testa (tuning; spaCy's dev "
@@ -224,8 +216,7 @@ def _time_pipe(nlp, gold_docs, repeats: int, pos: bool):
 
 
 def run_structperc(ds: Dict[str, Any], config: Dict[str, Any], epochs: int, train_split: str,
-                   eval_split: str, limits: Dict[str, int], eval_each_epoch: bool = False,
-                   predict_repeats: int = 1, seed: int = 0) -> Dict[str, Any]:
+                   eval_split: str, limits: Dict[str, int], predict_repeats: int = 1, seed: int = 0) -> Dict[str, Any]:
     import spacy
     from spacy.training import Example
 
@@ -237,7 +228,6 @@ def run_structperc(ds: Dict[str, Any], config: Dict[str, Any], epochs: int, trai
     eval_gold = _docs(ds, eval_split, limits.get("test", 0), nlp.vocab)
     examples = [Example(p, g) for p, g in zip(_inputs(train_gold, nlp.vocab, ds["pos"]), train_gold)]
     rng = random.Random(seed)
-    curve = []
     train_seconds = 0.0
     with C.Timer() as t_init:
         nlp.initialize(lambda: examples)
@@ -257,17 +247,11 @@ def run_structperc(ds: Dict[str, Any], config: Dict[str, Any], epochs: int, trai
         train_seconds += t.seconds
         print(f"[{OURS}] epoch {epoch + 1}: loss {losses.get(OURS, 0):.0f}, {t.seconds:.1f}s"
               + (" (weights reset to averages)" if resets and resets[-1] == epoch + 1 else ""), flush=True)
-        if eval_each_epoch:
-            preds = list(nlp.pipe(_inputs(eval_gold, nlp.vocab, ds["pos"]), batch_size=1000))
-            metrics, _ = _split_scores(_score(preds, eval_gold))
-            curve.append({"epoch": epoch + 1, **metrics, "loss": losses.get(OURS, 0),
-                          "seconds": round(t.seconds, 2)})
-            print(f"  {eval_split}: F1 {metrics['ents_f']:.4f}", flush=True)
     preds, wps, seconds = _time_pipe(nlp, eval_gold, predict_repeats, ds["pos"])
     metrics, per_type = _split_scores(_score(preds, eval_gold))
     metrics.update({"train_seconds": train_seconds, "predict_wps": wps})
     return {"metrics": metrics,
-            "details": {"config": config, "epochs": epochs, "curve": curve, "resets_at_pass": resets,
+            "details": {"config": config, "epochs": epochs, "resets_at_pass": resets,
                         "predict_seconds": seconds, "train_sentences": len(examples),
                         "ents_per_type": per_type, "model_bytes": len(ner.to_bytes())}}
 
@@ -330,7 +314,6 @@ def crf_token_features(doc, pos: bool, window: int = 2, affixes: int = 4,
 
 def run_crfsuite(ds: Dict[str, Any], out_dir: str, params: Dict[str, Any], limits: Dict[str, int],
                  predict_repeats: int = 1) -> Dict[str, Any]:
-    import pycrfsuite
     from spacy.tokens import Span
     from spacy.vocab import Vocab
 
@@ -341,38 +324,24 @@ def run_crfsuite(ds: Dict[str, Any], out_dir: str, params: Dict[str, Any], limit
     out.mkdir(parents=True, exist_ok=True)
     vocab = Vocab()
     train = _docs(ds, "train", limits.get("train", 0), vocab)
-    with C.Timer() as t_train:
-        trainer = pycrfsuite.Trainer(algorithm=params["algorithm"], verbose=False)
-        for doc in train:
-            trainer.append(crf_token_features(doc, ds["pos"], context=ds["context"]), doc_ner_tags(doc, "IOB2"))
-        trainer.set_params({"c1": params["c1"], "c2": params["c2"],
-                            "max_iterations": params["max_iterations"],
-                            "feature.possible_transitions": True})
-        trainer.train(str(out / "ner.crfsuite"))
-    print(f"[crfsuite] trained in {t_train.seconds:.0f}s", flush=True)
+
+    def featurize(doc):
+        return crf_token_features(doc, ds["pos"], context=ds["context"])
+
+    def write(doc, tags):
+        doc.ents = [Span(doc, s, e, label) for s, e, label in iob_to_chunks(tags)]
+
+    train_seconds = C.crf_fit(((featurize(doc), doc_ner_tags(doc, "IOB2")) for doc in train),
+                              out / "ner.crfsuite", params)
+    print(f"[crfsuite] trained in {train_seconds:.0f}s", flush=True)
     gold = _docs(ds, "test", limits.get("test", 0), vocab)
-    tagger = pycrfsuite.Tagger()
-    tagger.open(str(out / "ner.crfsuite"))
-    first, best = None, float("inf")
-    for _ in range(max(1, predict_repeats)):
-        docs = _inputs(gold, vocab, ds["pos"])
-        with C.Timer() as t:
-            for doc in docs:
-                tags = tagger.tag(crf_token_features(doc, ds["pos"], context=ds["context"]))
-                doc.ents = [Span(doc, s, e, label) for s, e, label in iob_to_chunks(tags)]
-        first = docs if first is None else first
-        best = min(best, t.seconds)
-    metrics, per_type = _split_scores(_score(first, gold))
-    metrics.update({"train_seconds": t_train.seconds, "predict_wps": C.count_tokens(gold) / best})
-    setting = (f"1st-order, {params['algorithm']} c1={params['c1']} c2={params['c2']}, "
-               f"{params['max_iterations']} iters")
-    try:
-        log = trainer.logparser.last_iteration
-    except AttributeError:
-        log = None
-    return {"setting": setting, "metrics": metrics,
+    preds, best = C.crf_tag(out / "ner.crfsuite", lambda: _inputs(gold, vocab, ds["pos"]), featurize, write,
+                            repeats=predict_repeats)
+    metrics, per_type = _split_scores(_score(preds, gold))
+    metrics.update({"train_seconds": train_seconds, "predict_wps": C.count_tokens(gold) / best})
+    return {"setting": C.crf_setting(params), "metrics": metrics,
             "details": {"params": params, "ents_per_type": per_type, "predict_seconds": best,
-                        "train_sentences": len(train), "last_iteration": log}}
+                        "train_sentences": len(train)}}
 
 
 def run_spacy_ner(ds: Dict[str, Any], out_dir: str, max_steps: int, limits: Dict[str, int],
@@ -403,68 +372,6 @@ def run_spacy_ner(ds: Dict[str, Any], out_dir: str, max_steps: int, limits: Dict
 
 
 # ---------------------------------------------------------------------------------------------
-# Plot
-
-
-def make_plots(results_path: Path, out_dir: Path) -> List[Path]:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    data = C.load_results(results_path)
-    rows = [r for r in data.get("rows", []) if r["split"] == "test" and r["dataset"] in DATASETS]
-    datasets = [d for d in DATASETS if any(r["dataset"] == d for r in rows)]
-    if not any(r["system"] == OURS and r["metric"] == "ents_f" for r in rows):
-        print(f"  no {OURS} rows in the results yet: ner_latent.png not drawn")
-        return []
-    tag = " (QUICK SMOKE RUN)" if data.get("quick") else ""
-    fig, axes = plt.subplots(1, len(datasets), figsize=(5.5 * len(datasets), 5.2), squeeze=False)
-    for ax, dataset in zip(axes[0], datasets):
-        f1 = {(r["system"], r["setting"]): 100 * r["value"] for r in rows
-              if r["dataset"] == dataset and r["metric"] == "ents_f"}
-        points = []
-        for (system, setting), v in f1.items():
-            m = re.fullmatch(r"n_latent (\d+)", setting)
-            if system == OURS and m:
-                points.append((int(m.group(1)), v))
-        points.sort()
-        if points:
-            ax.plot([p[0] for p in points], [p[1] for p in points], "o-", color="C0",
-                    label=f"{OURS} n_latent N (1: plain perceptron; 2+: modified averaging)")
-            ax.set_xscale("log", base=2)
-            ax.set_xticks([p[0] for p in points])
-            ax.set_xticklabels([str(p[0]) for p in points])
-        second = sorted((int(m.group(1)), v) for (system, setting), v in f1.items()
-                        if system == OURS and (m := re.fullmatch(r"n_latent (\d+), order 2", setting)))
-        if second:
-            ax.plot([p[0] for p in second], [p[1] for p in second], "^--", color="C4",
-                    label=f"{OURS} n_latent N, second order (sun2009 odr=2)")
-        plain = f1.get((OURS, "n_latent 4, plain averaging"))
-        if plain is not None:
-            ax.plot([4], [plain], "s", color="C3", label=f"{OURS} n_latent 4, plain averaging")
-        default = f1.get((OURS, "default"))
-        if default is not None:
-            ax.axhline(default, color="C0", ls=":", lw=1, label=f"{OURS} default")
-        for n, ((system, setting), v) in enumerate(sorted(f1.items())):
-            if system != OURS:
-                color = {"crfsuite": "C2", "spacy_ner": "C1"}.get(system, f"C{4 + n}")
-                ax.axhline(v, color=color, ls="--", label=f"{system} ({setting})")
-        ax.set_xlabel("latent sub-states per BIO class (n_latent)")
-        ax.set_ylabel("entity F1 on test (%)")
-        split = {"jnlpba": "JNLPBA test (Genia4EReval1)", "conll2003": "CoNLL-2003 testb"}.get(dataset, dataset)
-        ax.set_title(f"{split}{tag}", fontsize=10)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=1, frameon=False)
-    fig.suptitle(f"{OURS}: F1 against the number of latent states", fontsize=11)
-    fig.tight_layout()
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / "ner_latent.png"
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return [path]
-
-
-# ---------------------------------------------------------------------------------------------
 # Main
 
 
@@ -478,55 +385,8 @@ def parse_args(argv=None):
     p.add_argument("--only", default=None, help="comma-separated systems out of " + ",".join(SYSTEMS)
                    + "; or 'structperc_ner:SETTING[;SETTING]' (last)")
     p.add_argument("--epochs", type=int, default=None, help="override every setting's epochs")
-    p.add_argument("--tune", action="store_true",
-                   help="dev curves only: our --settings, F1 on the dev split after every epoch")
-    p.add_argument("--settings", default="default",
-                   help="with --tune: ';'-separated setting names from STRUCTPERC_SETTINGS")
-    p.add_argument("--reset-every", type=int, default=None,
-                   help="with --tune: override reset_every in the tuned settings")
     p.add_argument("--spacy-max-steps", type=int, default=None, help=f"default {SPACY_MAX_STEPS}")
     return p.parse_args(argv)
-
-
-def tune(bench: C.Bench, datasets: Dict[str, Any], epochs_of, limits: Dict[str, int]) -> int:
-    """Dev F1 per epoch of each --settings on each dataset, written to <results>/ner_tune.json."""
-    args, out = bench.args, []
-    wanted = [s.strip() for s in args.settings.split(";") if s.strip()]
-    for dataset, ds in datasets.items():
-        table = {s["setting"]: s for s in STRUCTPERC_SETTINGS[dataset] + TUNE_ONLY_SETTINGS}
-        for name in wanted:
-            if name not in table:
-                print(f"no setting {name!r} for {dataset}; have {list(table)}", file=sys.stderr)
-                return 2
-            s = table[name]
-            config = json.loads(json.dumps(s["config"]))
-            if args.reset_every is not None:
-                config["reset_every"] = args.reset_every
-            epochs = epochs_of(s)
-            print(f"{dataset} | {name} (reset_every {config.get('reset_every')}, {epochs} epochs)", flush=True)
-            res = bench.child("run_structperc",
-                              {"ds": ds, "config": config, "epochs": epochs, "train_split": "tune_train",
-                               "eval_split": "dev", "limits": limits, "eval_each_epoch": True},
-                              name=f"tune-{dataset}-{C.slug(name)}-k{config.get('reset_every')}-e{epochs}")
-            curve = res["details"]["curve"]
-            best = max(curve, key=lambda c: c["ents_f"])
-            print("  dev F1: " + " ".join(f"{c['ents_f']:.4f}" for c in curve)
-                  + f"  best epoch {best['epoch']} ({best['ents_f']:.4f}); "
-                  f"peak RSS {res['peak_rss_mb']:.0f} MB", flush=True)
-            out.append({"dataset": dataset, "setting": name, "config": config, "epochs": epochs,
-                        "curve": curve, "resets_at_pass": res["details"]["resets_at_pass"],
-                        "train_seconds": res["metrics"]["train_seconds"],
-                        "peak_rss_mb": res["peak_rss_mb"], "date": C.now_iso()})
-    # The dev curves are the evidence for the component's defaults, so they go beside the test
-    # results (ner_tune.json); a curve of the same dataset, setting and epochs is replaced.
-    bench.results_dir.mkdir(parents=True, exist_ok=True)
-    tune_path = bench.results_dir / f"{COMPONENT}_tune.json"
-    old = json.loads(tune_path.read_text()) if tune_path.exists() else []
-    same = {(c["dataset"], c["setting"], c["epochs"]) for c in out}
-    old = [c for c in old if (c["dataset"], c["setting"], c["epochs"]) not in same]
-    tune_path.write_text(json.dumps(old + out, indent=1))
-    print(f"appended {len(out)} curves to {tune_path}\ndone in {time.time() - bench.t_start:.0f}s")
-    return 0
 
 
 def main(argv=None) -> int:
@@ -541,16 +401,13 @@ def main(argv=None) -> int:
         ds = dict(DATASETS[name])
         ds["paths"] = {k: (str(data_root / ds[k]) if ds[k] else None) for k in ("train", "dev", "test")}
         datasets[name] = ds
-    bench = C.Bench.start(COMPONENT, __file__, args, argv, make_plots, OURS, data=data_root)
+    bench = C.Bench.start(COMPONENT, __file__, args, argv, lambda results, out: [], OURS, data=data_root)
     if bench is None:
         return 0
     limits = dict(QUICK_LIMITS) if args.quick else {}
 
     def epochs_of(s):
         return args.epochs or (QUICK_EPOCHS if args.quick else s["epochs"])
-
-    if args.tune:
-        return tune(bench, datasets, epochs_of, limits)
 
     systems, ours_settings = C.parse_only(args.only, SYSTEMS, OURS)
     if ours_settings is None and args.quick:
