@@ -16,18 +16,18 @@ One run, on CoNLL-2000 (gold POS tags from the data, one Doc per sentence):
 
 and records test spans_chunks_f/p/r (conlleval counts, spacy_structperc.scorers), train_seconds,
 predict_wps (over copies of the test Docs that keep the POS tags) and peak_rss_mb in
-``benchmarks/results/chunker.json``, then draws ``chunker_lookahead.png`` (F1 and speed against
-depth). How every script runs and merges its rows: docs/benchmarks.md.
+``benchmarks/results/chunker.json``. How every script runs and merges its rows: docs/benchmarks.md.
 
 Examples (from the repo root)::
 
     python benchmarks/bench_chunker.py --quick            # smoke run on slices
     python benchmarks/bench_chunker.py                    # everything
     python benchmarks/bench_chunker.py --only crfsuite,structperc_chunker
-    python benchmarks/bench_chunker.py --plots-only
 
-The held-out curves that chose the epochs and margins (``--tune``) are finished; the option is in
-the history (docs/benchmarks.md, retired benchmarks).
+The held-out curves that chose the epochs and margins (``--tune``) and the drawing of
+``chunker_lookahead.png`` (F1 and speed against lookahead depth; the figure stays in
+benchmarks/results) are finished; their code is in the history (docs/benchmarks.md, retired
+benchmarks).
 """
 from __future__ import annotations
 
@@ -152,8 +152,7 @@ def _time_pipe(nlp, gold_docs, repeats: int):
 
 
 def run_structperc(data: Dict[str, str], config: Dict[str, Any], epochs: int, train_part: str,
-                   eval_path: str, eval_part: str, limits: Dict[str, int],
-                   eval_each_epoch: bool = False, predict_repeats: int = 1,
+                   eval_path: str, eval_part: str, limits: Dict[str, int], predict_repeats: int = 1,
                    seed: int = 0, types: Optional[List[str]] = None) -> Dict[str, Any]:
     import spacy
     from spacy.training import Example
@@ -166,7 +165,6 @@ def run_structperc(data: Dict[str, str], config: Dict[str, Any], epochs: int, tr
     eval_gold = _docs(eval_path, eval_part, limits.get("test", 0), nlp.vocab, types)
     examples = [Example(p, g) for p, g in zip(_inputs(train_gold, nlp.vocab), train_gold)]
     rng = random.Random(seed)
-    curve = []
     train_seconds = 0.0
     with C.Timer() as t_init:
         nlp.initialize(lambda: examples)
@@ -181,15 +179,11 @@ def run_structperc(data: Dict[str, str], config: Dict[str, Any], epochs: int, tr
         train_seconds += t.seconds
         print(f"[{OURS}] epoch {epoch + 1}: {losses.get(OURS, 0):.0f} wrong tokens, "
               f"{t.seconds:.1f}s", flush=True)
-        if eval_each_epoch:
-            preds = list(nlp.pipe(_inputs(eval_gold, nlp.vocab), batch_size=1000))
-            curve.append({"epoch": epoch + 1, **_score(preds, eval_gold), "loss": losses.get(OURS, 0)})
-            print(f"  {eval_part}: F1 {curve[-1]['spans_chunks_f']:.4f}", flush=True)
     preds, wps, seconds = _time_pipe(nlp, eval_gold, predict_repeats)
     metrics = _score(preds, eval_gold)
     metrics.update({"train_seconds": train_seconds, "predict_wps": wps})
     return {"metrics": metrics,
-            "details": {"config": config, "types": types, "epochs": epochs, "curve": curve, "predict_seconds": seconds,
+            "details": {"config": config, "types": types, "epochs": epochs, "predict_seconds": seconds,
                         "train_sentences": len(examples), "model_bytes": len(chunker.to_bytes())}}
 
 
@@ -311,61 +305,6 @@ def run_spacy_ner(data: Dict[str, str], out_dir: str, max_steps: Optional[int], 
 
 
 # ---------------------------------------------------------------------------------------------
-# Plot
-
-
-def make_plots(results_path: Path, out_dir: Path) -> List[Path]:
-    import re
-
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    data = C.load_results(results_path)
-    values: Dict[str, Dict[str, float]] = {}
-    for r in data.get("rows", []):
-        if r["system"] == OURS and r["split"] == "test":
-            values.setdefault(r["setting"], {})[r["metric"]] = r["value"]
-    points = []
-    for setting, m in values.items():
-        match = re.fullmatch(r"greedy, lookahead (\d+)", setting)
-        if match and "spans_chunks_f" in m:
-            points.append((int(match.group(1)), m["spans_chunks_f"] * 100, m.get("predict_wps")))
-    if not points:
-        return []
-    points.sort()
-    tag = " (QUICK SMOKE RUN)" if data.get("quick") else ""
-    fig, ax = plt.subplots(figsize=(6, 4))
-    ax.plot([p[0] for p in points], [p[1] for p in points], "o-", color="C0", label="chunk F1 (test)")
-    for row in data.get("rows", []):
-        if row["system"] == "crfsuite" and row["metric"] == "spans_chunks_f":
-            clusters = "clusters" in row["setting"]
-            ax.axhline(row["value"] * 100, color="C3" if clusters else "C2", ls="-." if clusters else "--",
-                       label="CRFsuite + clusters F1" if clusters else "CRFsuite F1")
-    ax.set_xlabel("lookahead depth")
-    ax.set_xticks([p[0] for p in points])
-    ax.set_ylabel("chunk F1 on test (%)")
-    ax2 = ax.twinx()
-    if all(p[2] for p in points):
-        ax2.plot([p[0] for p in points], [p[2] for p in points], "s:", color="C1", label="words/s")
-        ax2.set_yscale("log")
-        ax2.yaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
-        ax2.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:,.0f}"))
-        ax2.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
-        ax2.set_ylabel("prediction words/s (log scale)", color="C1")
-    ax.set_title(f"{OURS}: greedy decoding with lookahead\nCoNLL-2000 test, Brown-cluster features{tag}")
-    ax.grid(alpha=0.3)
-    handles = ax.get_legend_handles_labels()[0] + ax2.get_legend_handles_labels()[0]
-    ax.legend(handles, [h.get_label() for h in handles], loc="lower center")
-    fig.tight_layout()
-    path = out_dir / "chunker_lookahead.png"
-    out_dir.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return [path]
-
-
-# ---------------------------------------------------------------------------------------------
 # Main
 
 
@@ -384,7 +323,7 @@ def parse_args(argv=None):
 def main(argv=None) -> int:
     args = parse_args(argv)
     data_dir = Path(args.data or C.default_data_dir(DATASET))
-    bench = C.Bench.start(COMPONENT, __file__, args, argv, make_plots, OURS, data=data_dir)
+    bench = C.Bench.start(COMPONENT, __file__, args, argv, lambda results, out: [], OURS, data=data_dir)
     if bench is None:
         return 0
     data = {"train": str(data_dir / "train.txt"), "test": str(data_dir / "test.txt")}
