@@ -8,9 +8,8 @@ One run:
    same chunker chunks it. Every clause system below reads these predicted tags and chunks;
 2. ours: FR-Perceptron, CO-VP and CB-VP, each primal (averaged perceptron) and dual (voted
    kernel perceptron, degree-2 polynomial kernel), trained on ptb_clauses train for --epochs
-   (primal) / --dual-epochs, evaluated on dev after every epoch (the Fig. 1 curves: F1, start
-   filter precision/recall, F1 upper bound given the filters' candidates, candidates); the best
-   dev epoch's model is evaluated on test (Table 1);
+   (primal) / --dual-epochs, evaluated on dev after every epoch (F1, in the JSON details); the
+   best dev epoch's model is evaluated on test (Table 1);
 3. peer: spaCy's spancat (`spacy init config --pipeline spancat`, efficiency; TAG added to the
    tok2vec's attributes so it sees the same predicted tags; n-gram suggester of 1-40 tokens,
    which covers 97% of the training clauses) trained with `spacy train` for --spancat-steps;
@@ -18,8 +17,12 @@ One run:
    FR-Perceptron (primal and dual) with predicted tags and chunks, best dev epoch, test F1.
 
 Rows go to benchmarks/results/clauses.json (metrics clauses_p/r/f, train_seconds, predict_wps,
-peak_rss_mb; "setting": "default" is the component's default: FR, primal), the plot to
-benchmarks/results/clauses_fig1.png.
+peak_rss_mb; "setting": "default" is the component's default: FR, primal).
+
+The Fig. 1 curves (start filter precision/recall, F1 upper bound given the filters' candidates,
+candidates per dev epoch) and their plot ``clauses_fig1.png`` are finished: the curves stay in
+the details of clauses.json, the figure in benchmarks/results, the code in the history
+(docs/benchmarks.md, retired benchmarks).
 
     python benchmarks/bench_clauses.py              # everything
     python benchmarks/bench_clauses.py --quick      # smoke run on slices
@@ -33,7 +36,7 @@ import shlex
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as C  # noqa: E402
@@ -160,31 +163,13 @@ def _score(preds, golds) -> Dict[str, float]:
     return {"clauses_f": s["spans_clauses_f"], "clauses_p": s["spans_clauses_p"], "clauses_r": s["spans_clauses_r"]}
 
 
-def _fig1(pipe, inputs, golds) -> Dict[str, float]:
-    """Dev F1 plus the filters' view (carreras2003 Fig. 1) with averaged functions."""
-    pipe.begin_predict()
-    rec = pipe.recognizer
-    totals: Dict[str, int] = {}
-    for doc, gold in zip(inputs, golds):
-        features = pipe._atoms(doc)
-        rec.set_sentence(*features)
-        clauses = [(s.start, s.end - 1) for s in gold.spans["clauses"]]
-        for k, v in rec.filter_counts(clauses).items():
-            totals[k] = totals.get(k, 0) + v
-    recall = totals["gold_in_candidates"] / max(1, totals["gold"])
-    return {"start_p": totals["start_tp"] / max(1, totals["start_pred"]),
-            "start_r": totals["start_tp"] / max(1, totals["start_gold"]),
-            "upper_bound_f": 2 * recall / (1 + recall) if recall else 0.0,
-            "candidates": totals["candidates"]}
-
-
 def _load(path, vocab):
     from spacy.tokens import DocBin
     return list(DocBin().from_disk(path).get_docs(vocab))
 
 
 def run_structperc(work: str, corpus: str, method: str, form: str, epochs: int, predict_repeats: int = 1,
-                   seed: int = 0, fig1: bool = True) -> Dict[str, Any]:
+                   seed: int = 0) -> Dict[str, Any]:
     import spacy
     from spacy.training import Example
 
@@ -196,7 +181,6 @@ def run_structperc(work: str, corpus: str, method: str, form: str, epochs: int, 
     dev_gold = _load(Path(work) / f"{corpus}_dev.spacy", nlp.vocab)
     test_gold = _load(Path(work) / f"{corpus}_test.spacy", nlp.vocab)
     examples = [Example(i, g) for i, g in zip(_inputs(train_gold, nlp.vocab), train_gold)]
-    dev_inputs = _inputs(dev_gold, nlp.vocab)
     rng = random.Random(seed)
     curve: List[Dict[str, Any]] = []
     best, best_bytes, train_seconds = None, None, 0.0
@@ -214,8 +198,6 @@ def run_structperc(work: str, corpus: str, method: str, form: str, epochs: int, 
         preds = list(pipe.pipe(_inputs(dev_gold, nlp.vocab), batch_size=1000))
         point = {"epoch": epoch, **_score(preds, dev_gold), "errors": losses.get(OURS, 0.0),
                  "epoch_seconds": t.seconds}
-        if fig1:
-            point.update(_fig1(pipe, dev_inputs, dev_gold))
         curve.append(point)
         print(f"[{OURS} {method}/{form}] epoch {epoch}: dev F1 {point['clauses_f']:.4f} "
               f"({t.seconds:.1f}s)", flush=True)
@@ -282,43 +264,6 @@ def run_spancat(work: str, out_dir: str, steps: int, max_size: int = 40, predict
     metrics.update({"train_seconds": run["seconds"], "predict_wps": wps})
     return {"setting": f"efficiency cfg + TAG, ngrams 1-{max_size}, {run['steps']} steps", "metrics": metrics,
             "details": {"train": run, "overrides": overrides}}
-
-
-# ---------------------------------------------------------------------------------------------
-# Plot
-
-
-def make_plot(details: Dict[str, Any], path: Path) -> Optional[Path]:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    curves = {k: v["curve"] for k, v in details.items() if v.get("corpus") == "ptb" and v.get("curve")}
-    if not curves:
-        return None
-    fig, axes = plt.subplots(2, 2, figsize=(10, 7))
-    panels = [("clauses_f", "global F1 (dev)"), ("start", "start filter P (solid) / R (dashed)"),
-              ("upper_bound_f", "F1 upper bound given the candidates"), ("candidates", "candidates (dev)")]
-    for ax, (key, title) in zip(axes.flat, panels):
-        for n, (label, curve) in enumerate(sorted(curves.items())):
-            x = [c["epoch"] for c in curve]
-            style = "-" if "primal" in label else ":"
-            if key == "start":
-                ax.plot(x, [100 * c["start_p"] for c in curve], style, color=f"C{n}", label=label)
-                ax.plot(x, [100 * c["start_r"] for c in curve], "--", color=f"C{n}", alpha=0.6)
-            elif key == "candidates":
-                ax.plot(x, [c[key] for c in curve], style, color=f"C{n}", label=label)
-            else:
-                ax.plot(x, [100 * c[key] for c in curve], style, color=f"C{n}", label=label)
-        ax.set_title(title)
-        ax.set_xlabel("epoch")
-        ax.grid(alpha=0.3)
-    axes[0, 0].legend(fontsize=7)
-    fig.suptitle("structperc_clauses on ptb_clauses dev (carreras2003 Fig. 1 shape), predicted tags and chunks")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
 
 
 # ---------------------------------------------------------------------------------------------
@@ -394,7 +339,7 @@ def main(argv=None) -> int:
                               "epochs": n_epochs, "predict_repeats": args.predict_repeats}))
     ewt = [(OURS, f"EWT-derived, {METHODS['fr']}, {FORMS[form]}", "ewt", "run_structperc",
             {"work": str(work), "corpus": "ewt", "method": "fr", "form": form, "epochs": n_epochs,
-             "predict_repeats": 1, "fig1": False})
+             "predict_repeats": 1})
            for form, n_epochs in (("primal", epochs), ("dual", dual_epochs))
            if form in args.forms.split(",")] if "ewt" in only else []
     # The slowest job (dual on EWT) last.
@@ -423,9 +368,6 @@ def main(argv=None) -> int:
         C.show_metrics(setting, res["metrics"], res["seconds"])
         save(new_rows, details, errors)
 
-    plot = make_plot(C.load_results(results_path).get("details", {}), results_dir / "clauses_fig1.png")
-    if plot:
-        print(f"wrote {plot}")
     print(f"done in {time.time() - t_start:.0f}s" + (f"; failed: {sorted(errors)}" if errors else ""))
     return 1 if errors else 0
 
