@@ -18,12 +18,12 @@ averaged weights.
 Rows ``{"system": "structperc_ner", "setting": "n_latent L", "dataset": "synthetic P=0.9",
 "split": "test", "metric": "label_acc"}`` (mean over seeds; per-seed values under
 ``synthetic`` in the file) and a ``bayes_optimal`` row per P are merged into
-``benchmarks/results/ner.json`` (only the synthetic rows are replaced), and the plot
-``benchmarks/results/ner_synthetic.png`` is drawn.
+``benchmarks/results/ner.json`` (only the synthetic rows are replaced). The drawing of
+``ner_synthetic.png`` (accuracy against P) is finished and retired; the figure stays in
+benchmarks/results, the code in the history (docs/benchmarks.md, retired benchmarks).
 
     python benchmarks/bench_synthetic.py            # everything (a couple of minutes)
     python benchmarks/bench_synthetic.py --quick    # smoke run, results to the work dir
-    python benchmarks/bench_synthetic.py --plots-only
 """
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as C  # noqa: E402
@@ -112,47 +112,6 @@ def run_one(P: float, n_latent: int, seed: int, cfg: Dict[str, Any]) -> Dict[str
     return {"label_acc": correct / total, "bayes_acc": bayes / total, "train_seconds": train_seconds}
 
 
-def make_plot(results_path: Path, out_dir: Path) -> List[Path]:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    data = C.load_results(results_path)
-    curves: Dict[tuple, Dict[float, float]] = {}
-    for r in data.get("rows", []):
-        if r["dataset"].startswith(DATASET_PREFIX) and r["metric"] == "label_acc":
-            P = float(r["dataset"][len(DATASET_PREFIX):])
-            curves.setdefault((r["system"], r["setting"]), {})[P] = 100 * r["value"]
-    if not curves:
-        print("  no synthetic rows in the results yet: ner_synthetic.png not drawn")
-        return []
-    syn = data.get("synthetic", {})
-    fig, ax = plt.subplots(figsize=(6, 4))
-    styles = {BAYES: dict(color="0.5", ls="--", marker="")}
-    for n, (key, pts) in enumerate(sorted(curves.items(), key=lambda kv: (kv[0][0] == BAYES, kv[0][1]))):
-        system, setting = key
-        xs = sorted(pts)
-        label = "Bayes optimum (true HMM)" if system == BAYES else setting
-        style = styles.get(system, dict(marker="o", ls="-"))
-        ax.plot(xs, [pts[x] for x in xs], label=label, **style)
-    cfg = syn.get("config", {})
-    ax.axhline(50, color="0.8", lw=0.8)
-    ax.set_xlabel("P (strength of the latent dependency)")
-    ax.set_ylabel("label accuracy on test (%)")
-    tag = " (QUICK SMOKE RUN)" if syn.get("quick") else ""
-    sub = (f"{cfg.get('n_train')} train / {cfg.get('n_test')} test sequences of {cfg.get('length')}, "
-           f"{cfg.get('epochs')} epochs, mean of {cfg.get('seeds')} seeds") if cfg else ""
-    ax.set_title(f"{OURS} on sun2009's synthetic latent data{tag}\n{sub}", fontsize=10)
-    ax.grid(alpha=0.3)
-    ax.legend(loc="upper left", fontsize=9)
-    fig.tight_layout()
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / "ner_synthetic.png"
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return [path]
-
-
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -162,7 +121,6 @@ def parse_args(argv=None):
     p.add_argument("--quick", action="store_true", help=f"smoke run: {QUICK}")
     p.add_argument("--seeds", type=int, default=None, help=f"default {DEFAULTS['seeds']}")
     p.add_argument("--epochs", type=int, default=None, help=f"default {DEFAULTS['epochs']}")
-    p.add_argument("--plots-only", action="store_true")
     return p.parse_args(argv)
 
 
@@ -171,10 +129,6 @@ def main(argv=None) -> int:
     work_dir = args.work_dir.resolve()
     results_dir = (args.results_dir or (work_dir / "quick-results" if args.quick else C.RESULTS_DIR)).resolve()
     results_path = results_dir / f"{COMPONENT}.json"
-    if args.plots_only:
-        for path in make_plot(results_path, results_dir):
-            print(f"wrote {path}")
-        return 0
     cfg = dict(DEFAULTS, **(QUICK if args.quick else {}))
     if args.seeds:
         cfg["seeds"] = args.seeds
@@ -219,8 +173,6 @@ def main(argv=None) -> int:
                               "notes": NOTES, "per_seed": per_seed}
         C.write_results(results_path, COMPONENT, merged, **extra)
     print(f"wrote {results_path} ({len(rows)} synthetic rows, {len(merged)} in all)")
-    for path in make_plot(results_path, results_dir):
-        print(f"wrote {path}")
     print(f"done in {time.time() - t_start:.0f}s")
     return 0
 
