@@ -11,6 +11,8 @@ from spacy.training import Example
 
 import spacy_structperc  # noqa: F401
 from spacy_structperc.ner import gazetteers as gaz
+
+from conftest import require_module
 from spacy_structperc.ner.gazetteers import ALL_FOLDS, Gazetteer, GazetteerBuilder, fold_of
 
 WORDS_MODEL = {"@architectures": "spacy-structperc.AveragedPerceptron.v1", "precision": "float32",
@@ -218,7 +220,7 @@ def test_an_open_source_without_its_package_names_the_extra(monkeypatch):
 
 @pytest.mark.parametrize("n_latent", [1, 3])
 def test_the_latent_model_trains_with_gazetteers_and_two_stage(n_latent):
-    pytest.importorskip("pycountry")
+    require_module("pycountry")
     nlp = train(n_iter=10, n_latent=n_latent, gazetteers=["train", "pycountry"], gazetteer_folds=3,
                 two_stage=True)
     ner = nlp.get_pipe("structperc_ner")
