@@ -382,6 +382,33 @@ def batches_by_words(examples: Iterable, size_words: int = 1000):
         yield batch
 
 
+def train_epochs(nlp, examples: Sequence, epochs: int, *, seed: int = 0, update: Optional[Callable] = None,
+                 before: Optional[Callable] = None, after: Optional[Callable] = None) -> float:
+    """In-process training: ``nlp.initialize`` on ``examples``, then ``epochs`` passes (numbered
+    from 1), each over a fresh shuffle (``random.Random(seed)``) in ``batches_by_words``, through
+    ``update`` (default ``nlp.update``); ``before(epoch)`` opens a pass (inside its timing),
+    ``after(epoch, losses, seconds)`` follows it. Returns the seconds of initialization and passes."""
+    import random
+
+    rng, update = random.Random(seed), update or nlp.update
+    with Timer() as t:
+        nlp.initialize(lambda: examples)
+    seconds = t.seconds
+    for epoch in range(1, epochs + 1):
+        order = list(examples)
+        rng.shuffle(order)
+        losses: Dict[str, float] = {}
+        with Timer() as t:
+            if before is not None:
+                before(epoch)
+            for batch in batches_by_words(order):
+                update(batch, losses=losses)
+        seconds += t.seconds
+        if after is not None:
+            after(epoch, losses, t.seconds)
+    return seconds
+
+
 def parse_spacy_train_log(text: str) -> Dict[str, Any]:
     """Epoch and step of the last evaluation row in ``spacy train``'s console table, and that
     row's columns as a dict (e.g. TAG_ACC in %). spaCy stops training right

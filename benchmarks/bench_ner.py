@@ -46,7 +46,6 @@ The data root defaults to ``$STRUCTPERC_DATA``, else ``../shared/data`` (``jnlpb
 from __future__ import annotations
 
 import argparse
-import random
 import sys
 from pathlib import Path
 from typing import Any, Dict, List, Sequence
@@ -215,8 +214,8 @@ def _time_pipe(nlp, gold_docs, repeats: int, pos: bool):
 # Systems (each runs in a child process)
 
 
-def run_structperc(ds: Dict[str, Any], config: Dict[str, Any], epochs: int, train_split: str,
-                   eval_split: str, limits: Dict[str, int], predict_repeats: int = 1, seed: int = 0) -> Dict[str, Any]:
+def run_structperc(ds: Dict[str, Any], config: Dict[str, Any], epochs: int, limits: Dict[str, int],
+                   predict_repeats: int = 1, seed: int = 0) -> Dict[str, Any]:
     import spacy
     from spacy.training import Example
 
@@ -224,29 +223,20 @@ def run_structperc(ds: Dict[str, Any], config: Dict[str, Any], epochs: int, trai
 
     nlp = spacy.blank("en")
     ner = nlp.add_pipe(OURS, config=config)
-    train_gold = _docs(ds, train_split, limits.get("train", 0), nlp.vocab)
-    eval_gold = _docs(ds, eval_split, limits.get("test", 0), nlp.vocab)
+    train_gold = _docs(ds, "train", limits.get("train", 0), nlp.vocab)
+    eval_gold = _docs(ds, "test", limits.get("test", 0), nlp.vocab)
     examples = [Example(p, g) for p, g in zip(_inputs(train_gold, nlp.vocab, ds["pos"]), train_gold)]
-    rng = random.Random(seed)
-    train_seconds = 0.0
-    with C.Timer() as t_init:
-        nlp.initialize(lambda: examples)
-    train_seconds += t_init.seconds
-    print(f"[{OURS}] initialized in {t_init.seconds:.1f}s: {len(ner.labels)} labels, "
-          f"{ner.n_classes} weight columns", flush=True)
     resets = []
-    for epoch in range(epochs):
-        order = list(examples)
-        rng.shuffle(order)
-        losses: Dict[str, float] = {}
-        with C.Timer() as t:
-            if ner.start_epoch(epoch):
-                resets.append(epoch + 1)
-            for batch in C.batches_by_words(order):
-                nlp.update(batch, losses=losses)
-        train_seconds += t.seconds
-        print(f"[{OURS}] epoch {epoch + 1}: loss {losses.get(OURS, 0):.0f}, {t.seconds:.1f}s"
-              + (" (weights reset to averages)" if resets and resets[-1] == epoch + 1 else ""), flush=True)
+
+    def before(epoch):
+        if ner.start_epoch(epoch - 1):
+            resets.append(epoch)
+
+    def after(epoch, losses, seconds):
+        print(f"[{OURS}] epoch {epoch}: loss {losses.get(OURS, 0):.0f}, {seconds:.1f}s"
+              + (" (weights reset to averages)" if resets and resets[-1] == epoch else ""), flush=True)
+
+    train_seconds = C.train_epochs(nlp, examples, epochs, seed=seed, before=before, after=after)
     preds, wps, seconds = _time_pipe(nlp, eval_gold, predict_repeats, ds["pos"])
     metrics, per_type = _split_scores(_score(preds, eval_gold))
     metrics.update({"train_seconds": train_seconds, "predict_wps": wps})
@@ -421,8 +411,8 @@ def main(argv=None) -> int:
             for s in STRUCTPERC_SETTINGS[dataset]:
                 if ours_settings is None or s["setting"] in ours_settings:
                     jobs.append(C.Job(f"{dataset} | {OURS} | {s['setting']}", OURS, "run_structperc",
-                                      dict(common, config=s["config"], epochs=epochs_of(s), train_split="train",
-                                           eval_split="test"), setting=s["setting"], dataset=dataset))
+                                      dict(common, config=s["config"], epochs=epochs_of(s)),
+                                      setting=s["setting"], dataset=dataset))
         if "crfsuite" in systems:
             params = dict(CRF_PARAMS)
             if args.quick:
