@@ -32,7 +32,6 @@ benchmarks).
 from __future__ import annotations
 
 import argparse
-import random
 import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
@@ -151,9 +150,8 @@ def _time_pipe(nlp, gold_docs, repeats: int):
 # Systems (each runs in a child process)
 
 
-def run_structperc(data: Dict[str, str], config: Dict[str, Any], epochs: int, train_part: str,
-                   eval_path: str, eval_part: str, limits: Dict[str, int], predict_repeats: int = 1,
-                   seed: int = 0, types: Optional[List[str]] = None) -> Dict[str, Any]:
+def run_structperc(data: Dict[str, str], config: Dict[str, Any], epochs: int, limits: Dict[str, int],
+                   predict_repeats: int = 1, seed: int = 0, types: Optional[List[str]] = None) -> Dict[str, Any]:
     import spacy
     from spacy.training import Example
 
@@ -161,24 +159,14 @@ def run_structperc(data: Dict[str, str], config: Dict[str, Any], epochs: int, tr
 
     nlp = spacy.blank("en")
     chunker = nlp.add_pipe(OURS, config=config)
-    train_gold = _docs(data["train"], train_part, limits.get("train", 0), nlp.vocab, types)
-    eval_gold = _docs(eval_path, eval_part, limits.get("test", 0), nlp.vocab, types)
+    train_gold = _docs(data["train"], "all", limits.get("train", 0), nlp.vocab, types)
+    eval_gold = _docs(data["test"], "all", limits.get("test", 0), nlp.vocab, types)
     examples = [Example(p, g) for p, g in zip(_inputs(train_gold, nlp.vocab), train_gold)]
-    rng = random.Random(seed)
-    train_seconds = 0.0
-    with C.Timer() as t_init:
-        nlp.initialize(lambda: examples)
-    train_seconds += t_init.seconds
-    for epoch in range(epochs):
-        order = list(examples)
-        rng.shuffle(order)
-        losses: Dict[str, float] = {}
-        with C.Timer() as t:
-            for batch in C.batches_by_words(order):
-                nlp.update(batch, losses=losses)
-        train_seconds += t.seconds
-        print(f"[{OURS}] epoch {epoch + 1}: {losses.get(OURS, 0):.0f} wrong tokens, "
-              f"{t.seconds:.1f}s", flush=True)
+
+    def after(epoch, losses, seconds):
+        print(f"[{OURS}] epoch {epoch}: {losses.get(OURS, 0):.0f} wrong tokens, {seconds:.1f}s", flush=True)
+
+    train_seconds = C.train_epochs(nlp, examples, epochs, seed=seed, after=after)
     preds, wps, seconds = _time_pipe(nlp, eval_gold, predict_repeats)
     metrics = _score(preds, eval_gold)
     metrics.update({"train_seconds": train_seconds, "predict_wps": wps})
@@ -244,8 +232,7 @@ def _iob(doc) -> List[str]:
     return chunks_to_iob(len(doc), [(s.start, s.end, s.label_) for s in doc.spans["chunks"]])
 
 
-def run_crfsuite(data: Dict[str, str], out_dir: str, params: Dict[str, Any], eval_path: str,
-                 eval_part: str, limits: Dict[str, int], train_part: str = "all",
+def run_crfsuite(data: Dict[str, str], out_dir: str, params: Dict[str, Any], limits: Dict[str, int],
                  predict_repeats: int = 1) -> Dict[str, Any]:
     from spacy.tokens import Span
     from spacy.vocab import Vocab
@@ -255,12 +242,12 @@ def run_crfsuite(data: Dict[str, str], out_dir: str, params: Dict[str, Any], eva
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     vocab = Vocab()
-    train = _docs(data["train"], train_part, limits.get("train", 0), vocab)
+    train = _docs(data["train"], "all", limits.get("train", 0), vocab)
     clusters = _crf_clusters() if params.get("clusters") else None
     train_seconds = C.crf_fit(((crf_token_features(doc, clusters), _iob(doc)) for doc in train),
                               out / "chunks.crfsuite", params)
     print(f"[crfsuite] trained in {train_seconds:.0f}s", flush=True)
-    gold = _docs(eval_path, eval_part, limits.get("test", 0), vocab)
+    gold = _docs(data["test"], "all", limits.get("test", 0), vocab)
 
     def write(doc, tags):
         doc.spans["chunks"] = [Span(doc, s, e, label) for s, e, label in iob_to_chunks(tags)]
@@ -273,9 +260,8 @@ def run_crfsuite(data: Dict[str, str], out_dir: str, params: Dict[str, Any], eva
     return {"setting": setting, "metrics": metrics, "details": {"params": params}}
 
 
-def run_spacy_ner(data: Dict[str, str], out_dir: str, max_steps: Optional[int], eval_path: str,
-                  eval_part: str, limits: Dict[str, int], extra_overrides: Sequence[str] = (),
-                  predict_repeats: int = 1) -> Dict[str, Any]:
+def run_spacy_ner(data: Dict[str, str], out_dir: str, max_steps: Optional[int], limits: Dict[str, int],
+                  extra_overrides: Sequence[str] = (), predict_repeats: int = 1) -> Dict[str, Any]:
     import spacy
     from spacy.tokens import DocBin, Span
 
@@ -294,7 +280,7 @@ def run_spacy_ner(data: Dict[str, str], out_dir: str, max_steps: Optional[int], 
     overrides = run["overrides"]
     print(f"[spacy_ner] {run['steps']} steps in {run['seconds']:.0f}s", flush=True)
     ner = spacy.load(run["model_dir"])
-    gold = _docs(eval_path, eval_part, limits.get("test", 0), ner.vocab)
+    gold = _docs(data["test"], "all", limits.get("test", 0), ner.vocab)
     preds, wps, seconds = _time_pipe(ner, gold, predict_repeats)
     for doc in preds:
         doc.spans["chunks"] = [Span(doc, e.start, e.end, e.label_) for e in doc.ents]
@@ -332,14 +318,13 @@ def main(argv=None) -> int:
 
     systems, ours_settings = C.parse_only(args.only, SYSTEMS, OURS, [s["setting"] for s in STRUCTPERC_SETTINGS])
     jobs = []
-    common = {"data": data, "eval_path": data["test"], "eval_part": "all", "limits": limits,
-              "predict_repeats": args.predict_repeats}
+    common = {"data": data, "limits": limits, "predict_repeats": args.predict_repeats}
     if OURS in systems:
         for s in STRUCTPERC_SETTINGS:
             if ours_settings is None or s["setting"] in ours_settings:
                 jobs.append(C.Job(f"{OURS} | {s['setting']}", OURS, "run_structperc",
-                                  dict(common, config=s["config"], epochs=epochs, train_part="all",
-                                       types=s.get("types")), setting=s["setting"], dataset=DATASET))
+                                  dict(common, config=s["config"], epochs=epochs, types=s.get("types")),
+                                  setting=s["setting"], dataset=DATASET))
     if "crfsuite" in systems:
         for clusters in (False, True):
             params = dict(CRF_PARAMS, clusters=clusters)
