@@ -31,7 +31,6 @@ the details of clauses.json, the figure in benchmarks/results, the code in the h
 from __future__ import annotations
 
 import argparse
-import random
 import shlex
 import sys
 import time
@@ -76,13 +75,7 @@ def _train_pipe(factory: str, examples, epochs: int, config=None):
     import spacy
     nlp = spacy.blank("en")
     nlp.add_pipe(factory, config=config or {})
-    nlp.initialize(lambda: examples)
-    rng = random.Random(0)
-    for _ in range(epochs):
-        order = list(examples)
-        rng.shuffle(order)
-        for batch in C.batches_by_words(order):
-            nlp.update(batch)
+    C.train_epochs(nlp, examples, epochs)
     return nlp
 
 
@@ -181,38 +174,29 @@ def run_structperc(work: str, corpus: str, method: str, form: str, epochs: int, 
     dev_gold = _load(Path(work) / f"{corpus}_dev.spacy", nlp.vocab)
     test_gold = _load(Path(work) / f"{corpus}_test.spacy", nlp.vocab)
     examples = [Example(i, g) for i, g in zip(_inputs(train_gold, nlp.vocab), train_gold)]
-    rng = random.Random(seed)
     curve: List[Dict[str, Any]] = []
-    best, best_bytes, train_seconds = None, None, 0.0
-    with C.Timer() as t:
-        nlp.initialize(lambda: examples)
-    train_seconds += t.seconds
-    for epoch in range(1, epochs + 1):
-        order = list(examples)
-        rng.shuffle(order)
-        losses: Dict[str, float] = {}
-        with C.Timer() as t:
-            for batch in C.batches_by_words(order):
-                pipe.update(batch, losses=losses)
-        train_seconds += t.seconds
+    best: Dict[str, Any] = {}
+
+    def after(epoch, losses, seconds):   # dev F1 after every pass; the best pass's model is kept
         preds = list(pipe.pipe(_inputs(dev_gold, nlp.vocab), batch_size=1000))
-        point = {"epoch": epoch, **_score(preds, dev_gold), "errors": losses.get(OURS, 0.0),
-                 "epoch_seconds": t.seconds}
-        curve.append(point)
-        print(f"[{OURS} {method}/{form}] epoch {epoch}: dev F1 {point['clauses_f']:.4f} "
-              f"({t.seconds:.1f}s)", flush=True)
-        if best is None or point["clauses_f"] > best["clauses_f"]:
-            best, best_bytes = point, pipe.to_bytes(exclude=["vocab"])
-    pipe.from_bytes(best_bytes, exclude=["vocab"])
+        curve.append({"epoch": epoch, **_score(preds, dev_gold), "errors": losses.get(OURS, 0.0),
+                      "epoch_seconds": seconds})
+        print(f"[{OURS} {method}/{form}] epoch {epoch}: dev F1 {curve[-1]['clauses_f']:.4f} "
+              f"({seconds:.1f}s)", flush=True)
+        if not best or curve[-1]["clauses_f"] > best["point"]["clauses_f"]:
+            best.update(point=curve[-1], bytes=pipe.to_bytes(exclude=["vocab"]))
+
+    train_seconds = C.train_epochs(nlp, examples, epochs, seed=seed, update=pipe.update, after=after)
+    pipe.from_bytes(best["bytes"], exclude=["vocab"])
     pipe.model.average()   # as a saved and loaded pipeline scores (C.materialize_averages sees one table)
     preds, wps, seconds = C.time_pipe_best_of(pipe, lambda: _inputs(test_gold, nlp.vocab),
                                               C.count_tokens(test_gold), predict_repeats)
     metrics = _score(preds, test_gold)
     metrics.update({"train_seconds": train_seconds, "predict_wps": wps})
-    dev = {k: best[k] for k in ("clauses_f", "clauses_p", "clauses_r")}
+    dev = {k: best["point"][k] for k in ("clauses_f", "clauses_p", "clauses_r")}
     return {"metrics": metrics, "dev": dev,
-            "details": {"best_epoch": best["epoch"], "epochs": epochs, "curve": curve, "dev": dev,
-                        "model_bytes": len(best_bytes), "predict_seconds": seconds}}
+            "details": {"best_epoch": best["point"]["epoch"], "epochs": epochs, "curve": curve, "dev": dev,
+                        "model_bytes": len(best["bytes"]), "predict_seconds": seconds}}
 
 
 # ---------------------------------------------------------------------------------------------
