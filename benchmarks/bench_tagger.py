@@ -10,13 +10,11 @@ and finds its data: docs/benchmarks.md.
     python benchmarks/bench_tagger.py --quick                  # smoke run on slices
     python benchmarks/bench_tagger.py                          # everything, full data
     python benchmarks/bench_tagger.py --only crfsuite,spacy    # peers only
-    python benchmarks/bench_tagger.py --only "structperc_tagger:beam 4, early"
 
-The beam-width sweep on dev (``--beam-sweep``), the CRF's (c1, c2) grid (``--crf-tune``) and the
-plots of the lookahead and beam rows (``tagger_lookahead.png``, ``tagger_beam.png``) are
-finished: their points are in tagger.json (dev rows, ``crf_tuning``) and the plots stay in
-benchmarks/results; the code that made them is in the history (docs/benchmarks.md, retired
-benchmarks).
+Finished and retired (docs/benchmarks.md says where they are in the history): the decoder grid
+(lookahead 0-2, second-order Viterbi, beam 4 x two updates: test rows in tagger.json), its plots
+(``tagger_lookahead.png``, ``tagger_beam.png``), the beam sweep on dev (``--beam-sweep``: dev
+rows) and the CRF's (c1, c2) grid (``--crf-tune``: ``crf_tuning``).
 """
 from __future__ import annotations
 
@@ -37,23 +35,10 @@ PIPE_NAME = "tagger"  # our component's name in configs/tagger.cfg and configs/t
 SPLIT_FILES = {"train": "*-ud-train.conllu", "dev": "*-ud-dev.conllu", "test": "*-ud-test.conllu"}
 
 # Our settings, as data. "setting" is what the results rows and the README show; "overrides" are
-# component settings passed to `spacy train` as --components.tagger.KEY VALUE.
+# component settings passed to `spacy train` as --components.tagger.KEY VALUE (the retired grid's
+# settings were overrides of decoder, lookahead_depth, order, beam_width, update).
 STRUCTPERC_SETTINGS: List[Dict[str, Any]] = [
     {"setting": "default", "overrides": {}},  # configs/tagger.cfg: greedy, lookahead 0, margin 40
-    {"setting": "greedy, lookahead 0", "overrides": {"decoder": "greedy", "lookahead_depth": 0}},
-    {"setting": "greedy, lookahead 1", "overrides": {"decoder": "greedy", "lookahead_depth": 1}},
-    # Depth 2 searches m^3 paths per decision; the tag dictionary (words seen >= 20 times keep
-    # their training tags) keeps that practical with EWT's 50 XPOS tags.
-    {"setting": "greedy, lookahead 2",
-     "overrides": {"decoder": "greedy", "lookahead_depth": 2, "tag_dict_min_count": 20}},
-    # Second-order Viterbi: label-history features without word conjunctions, and the tag
-    # dictionary, so the m^3 trellis is searched over candidate tags only.
-    {"setting": "viterbi, order 2",
-     "overrides": {"decoder": "viterbi", "order": 2, "tag_dict_min_count": 20,
-                   "model.features.history_words": False}},
-    {"setting": "beam 4, max-violation",
-     "overrides": {"decoder": "beam", "beam_width": 4, "update": "max-violation"}},
-    {"setting": "beam 4, early", "overrides": {"decoder": "beam", "beam_width": 4, "update": "early"}},
 ]
 
 # CRFsuite: L-BFGS with elastic-net regularization, all label transitions allowed, 100
