@@ -2,12 +2,9 @@
 
 One run, on CoNLL-2000 (gold POS tags from the data, one Doc per sentence):
 
-1. our chunker (structperc_chunker): the factory default (greedy, Brown clusters), the earlier
-   default (greedy, no clusters), and with the default features at lookahead depth 0, 1 and 2,
-   with second-order Viterbi and with beam 3 and 4 / max-violation; beam 8 and Viterbi also
-   with the label-bigram `edges` features: trained in-process (Python loop over nlp.update, examples
-   shuffled each epoch, batches of ~1,000 words) on the whole training file, for the number of
-   epochs chosen on the held-out split (the last 1,000 training sentences);
+1. our chunker (structperc_chunker): the factory default (greedy, Brown clusters), on all chunks
+   and on base NPs only, trained in-process (``_common.train_epochs``) on the whole training
+   file for the number of epochs chosen on the held-out split (the last 1,000 training sentences);
 2. CRFsuite, first order, with the same observation features (the label-history conjunctions
    excepted, which a first-order CRF cannot have), without and with the Brown-cluster features;
 3. spaCy's built-in `ner` (CPU efficiency config from `spacy init config`) trained with
@@ -24,10 +21,10 @@ Examples (from the repo root)::
     python benchmarks/bench_chunker.py                    # everything
     python benchmarks/bench_chunker.py --only crfsuite,structperc_chunker
 
-The held-out curves that chose the epochs and margins (``--tune``) and the drawing of
-``chunker_lookahead.png`` (F1 and speed against lookahead depth; the figure stays in
-benchmarks/results) are finished; their code is in the history (docs/benchmarks.md, retired
-benchmarks).
+Finished and retired (docs/benchmarks.md says where they are in the history): the decoder and
+feature grid (lookahead 0-2, Viterbi, beams, ``edges``, the earlier default without clusters: test
+rows in chunker.json), its plot ``chunker_lookahead.png``, and the held-out curves that chose the
+epochs and margins (``--tune``).
 """
 from __future__ import annotations
 
@@ -46,7 +43,7 @@ SYSTEMS = ("spacy_ner", "crfsuite", OURS)
 HELDOUT = 1000
 
 # Our settings: "config" is passed to nlp.add_pipe over the factory defaults (greedy, margin 40,
-# words + POS + Brown clusters). Chosen on the held-out split (the last 1,000 training sentences,
+# words + POS + Brown clusters). The retired grid's settings, chosen on the held-out split (the last 1,000 training sentences,
 # 12 epochs; F1 there):
 # - greedy decoding plateaus whatever is added: 0.9431 (no clusters, margin 40, the best margin
 #   of 0/10/40/100 at depths 0 and 1), 0.9439 with clusters, 0.9442 with clusters at margin 100,
@@ -56,35 +53,11 @@ HELDOUT = 1000
 # - edges (t-1 x neighbours' words and POS) add ~0.15 with wide beams or Viterbi: beam 8
 #   0.9458 -> 0.9475, Viterbi order 2 0.9461 -> 0.9476 (beam 16 0.9484 at 10 epochs), but
 #   nothing at beam 4 (0.9460 -> 0.9461); greedy depth 1 with clusters 0.9466, with edges 0.9461.
-EARLIER_DEFAULT_MODEL = {"@architectures": "spacy-structperc.AveragedPerceptron.v1", "n_buckets": 1048576,
-                         "features": {"@misc": "spacy-structperc.chunker_features.v1", "clusters": False}}
-EDGES_MODEL = {"@architectures": "spacy-structperc.AveragedPerceptron.v1", "n_buckets": 1048576,
-               "features": {"@misc": "spacy-structperc.chunker_features.v1", "clusters": True,
-                            "edges": True}}
 STRUCTPERC_SETTINGS: List[Dict[str, Any]] = [
     {"setting": "default", "config": {}},
-    {"setting": "greedy, lookahead 0, no clusters (earlier default)",
-     "config": {"decoder": "greedy", "lookahead_depth": 0, "model": EARLIER_DEFAULT_MODEL}},
-    {"setting": "greedy, lookahead 0", "config": {"decoder": "greedy", "lookahead_depth": 0}},
-    {"setting": "greedy, lookahead 1", "config": {"decoder": "greedy", "lookahead_depth": 1}},
-    {"setting": "greedy, lookahead 2", "config": {"decoder": "greedy", "lookahead_depth": 2}},
-    {"setting": "viterbi, order 2", "config": {"decoder": "viterbi", "order": 2}},
-    {"setting": "beam 3, max-violation",
-     "config": {"decoder": "beam", "beam_width": 3, "update": "max-violation"}},
-    {"setting": "beam 4, max-violation",
-     "config": {"decoder": "beam", "beam_width": 4, "update": "max-violation"}},
-    {"setting": "beam 8, max-violation, edges",
-     "config": {"decoder": "beam", "beam_width": 8, "update": "max-violation", "model": EDGES_MODEL}},
     # NP chunking (base NPs only: the other chunks read as O), the task of sun2009 §5.2 and of
     # the 94.37 / 94.38 (Sha & Pereira 2003) figures; same data, features and epochs.
     {"setting": "NP chunks only: default", "config": {}, "types": ["NP"]},
-    {"setting": "NP chunks only: greedy, lookahead 2", "config": {"decoder": "greedy", "lookahead_depth": 2},
-     "types": ["NP"]},
-    {"setting": "NP chunks only: beam 8, max-violation, edges",
-     "config": {"decoder": "beam", "beam_width": 8, "update": "max-violation", "model": EDGES_MODEL},
-     "types": ["NP"]},
-    {"setting": "viterbi, order 2, edges",
-     "config": {"decoder": "viterbi", "order": 2, "model": EDGES_MODEL}},
 ]
 DEFAULT_EPOCHS = 12
 
