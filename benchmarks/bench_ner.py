@@ -10,11 +10,10 @@ One run, on two corpora (one Doc per sentence, gold tokenization):
 
 and three systems, each in its own child process:
 
-1. ours (structperc_ner) in the settings of STRUCTPERC_SETTINGS below (``n_latent`` 1, 2, 4, 8;
-   modified vs plain parameter averaging): trained in-process with a Python loop over
-   ``nlp.update`` (``start_epoch`` called before each epoch, examples shuffled each epoch with a
-   fixed seed, batches of ~1,000 words) on the whole training file (JNLPBA: all 18,546 sentences;
-   CoNLL: eng.train), for the number of epochs in the table;
+1. ours (structperc_ner) in the settings of STRUCTPERC_SETTINGS below (n_latent 4 with modified
+   averaging, and 1 with plain averaging): trained in-process (``_common.train_epochs``,
+   ``start_epoch`` called before each pass) on the whole training file (JNLPBA: all 18,546
+   sentences; CoNLL: eng.train), for the number of epochs in the table;
 2. CRFsuite, first order, L-BFGS, with the observation features of
    ``spacy-structperc.ner_features.v1`` (the Brown clusters excepted), trained on the training file;
 3. spaCy's built-in ``ner`` (CPU efficiency config from ``spacy init config``) trained with
@@ -28,17 +27,16 @@ recording test ``ents_f/p/r`` (``Scorer.score_spans(examples, "ents")``, fractio
 file's: only what was re-run is replaced, and the synthetic-data rows of ``bench_synthetic.py``
 are kept).
 
-Finished and retired (docs/benchmarks.md, retired benchmarks): ``--tune``, the dev F1 after every
-pass that chose each corpus's settings (its curves stay in ``ner_tune.json``), and the drawing
-of ``ner_latent.png`` (F1 against n_latent, peers as horizontal lines; the figure stays in
-benchmarks/results).
+Finished and retired (docs/benchmarks.md says where they are in the history): the latent sweep
+(n_latent 2, 4, 8, plain averaging, second order: test rows in ner.json), its plot
+``ner_latent.png``, and ``--tune`` (the dev curves of ``ner_tune.json``).
 
 Examples (from the repo root)::
 
     python benchmarks/bench_ner.py --quick                     # smoke run on slices
     python benchmarks/bench_ner.py                             # everything, both corpora
     python benchmarks/bench_ner.py --only spacy_ner,crfsuite   # the peers only
-    python benchmarks/bench_ner.py --only "structperc_ner:default;n_latent 1" --datasets jnlpba
+    python benchmarks/bench_ner.py --only "structperc_ner:n_latent 1" --datasets jnlpba
 
 The data root defaults to ``$STRUCTPERC_DATA``, else ``../shared/data`` (``jnlpba/``,
 ``conll2003/`` under it).
@@ -92,40 +90,23 @@ def _model(features: Dict[str, Any], **changes) -> Dict[str, Any]:
     return {"@architectures": "spacy-structperc.AveragedPerceptron.v1", "features": dict(features, **changes)}
 
 
-def _sweep(features: Dict[str, Any], epochs: int) -> List[Dict[str, Any]]:
-    """default, n_latent 1 (the plain perceptron, plain averaging), 2, 4, 8, and n_latent 4
-    with plain averaging: the shape of sun2009 Tables 2 and 4."""
-    rows = [{"setting": "default", "epochs": epochs,
+def _settings(features: Dict[str, Any], epochs: int) -> List[Dict[str, Any]]:
+    """default (n_latent 4, modified averaging) and n_latent 1 (the plain perceptron, plain
+    averaging, as configs/ner.cfg trains)."""
+    return [{"setting": "default", "epochs": epochs,
              "config": {"model": _model(features), "n_latent": 4, "reset_every": 4}},
             {"setting": "n_latent 1", "epochs": epochs,
              "config": {"model": _model(features), "n_latent": 1, "reset_every": 0}}]
-    for n_latent in (2, 4, 8):
-        rows.append({"setting": f"n_latent {n_latent}", "epochs": epochs,
-                     "config": {"model": _model(features), "n_latent": n_latent, "reset_every": 4}})
-    rows.append({"setting": "n_latent 4, plain averaging", "epochs": epochs,
-                 "config": {"model": _model(features), "n_latent": 4, "reset_every": 0}})
-    rows.append(_second_order(features, epochs, 2))
-    return rows
-
-
-def _second_order(features: Dict[str, Any], epochs: int, n_latent: int) -> Dict[str, Any]:
-    return {"setting": f"n_latent {n_latent}, order 2", "epochs": epochs,
-            "config": {"model": _model(features, history=2), "n_latent": n_latent, "order": 2,
-                       "reset_every": 4}}
 
 
 STRUCTPERC_SETTINGS: Dict[str, List[Dict[str, Any]]] = {
-    # Second order was the clear gain on JNLPBA (as in sun2009 Table 2), so more states there.
-    "jnlpba": _sweep(JNLPBA_FEATURES, 11) + [_second_order(JNLPBA_FEATURES, 11, k) for k in (3, 4)],
-    "conll2003": _sweep(CONLL_FEATURES, 10),
-}
+    "jnlpba": _settings(JNLPBA_FEATURES, 11), "conll2003": _settings(CONLL_FEATURES, 10)}
 
 CRF_PARAMS = {"algorithm": "lbfgs", "c1": 0.0, "c2": 1.0, "max_iterations": 100}
 SPACY_MAX_STEPS = 4000
 
 QUICK_LIMITS = {"train": 1000, "test": 500}
 QUICK_EPOCHS = 2
-QUICK_SETTINGS = ("default", "n_latent 1")  # ours in a --quick run unless --only names settings
 QUICK_CRF_ITERATIONS = 30
 QUICK_SPACY_STEPS = 200
 
@@ -400,8 +381,6 @@ def main(argv=None) -> int:
         return args.epochs or (QUICK_EPOCHS if args.quick else s["epochs"])
 
     systems, ours_settings = C.parse_only(args.only, SYSTEMS, OURS)
-    if ours_settings is None and args.quick:
-        ours_settings = set(QUICK_SETTINGS)
     spacy_steps = args.spacy_max_steps or (QUICK_SPACY_STEPS if args.quick else SPACY_MAX_STEPS)
     jobs = []
     for dataset, ds in datasets.items():
