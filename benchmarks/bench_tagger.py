@@ -54,11 +54,6 @@ QUICK_SPACY_STEPS = 300
 QUICK_CRF_ITERATIONS = 30
 QUICK_OURS_OVERRIDES = ["--training.max_epochs", "2", "--training.eval_frequency", "20"]
 
-# Every `spacy train` here (spaCy's tagger and ours) trains and evaluates on the gold tokens: with
-# gold_preproc = false spaCy would re-tokenize the raw text of each gold Doc and align.
-GOLD_PREPROC_OVERRIDES = ["--corpora.train.gold_preproc", "true",
-                          "--corpora.dev.gold_preproc", "true"]
-
 NOTES = [
     "UD English EWT, gold tokenization (syntactic words; multiword-token ranges and empty nodes "
     "dropped by spaCy's CoNLL-U converter), one Doc per sentence.",
@@ -137,19 +132,12 @@ def run_spacy(paths: Dict[str, str], out_dir: str, max_steps: Optional[int],
     """spaCy's built-in tagger: efficiency config from `spacy init config`, trained twice."""
     import spacy
 
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    config = C.spacy_init_config(out / "config.cfg", "tagger")
-    overrides = list(GOLD_PREPROC_OVERRIDES)
-    if max_steps:
-        overrides += ["--training.max_steps", str(max_steps)]
-    overrides += list(extra_overrides)
     runs = {}
     for variant in ("xpos", "upos"):
         print(f"[spacy] training {variant} model", flush=True)
-        runs[variant] = C.spacy_train(config, out / variant, paths[f"train_{variant}"],
-                                      paths[f"dev_{variant}"], overrides=overrides,
-                                      log_path=out / f"{variant}.train.log")
+        runs[variant] = C.train_spacy_peer(Path(out_dir) / variant, "tagger", paths[f"train_{variant}"],
+                                           paths[f"dev_{variant}"], max_steps=max_steps,
+                                           extra_overrides=extra_overrides)
         print(f"[spacy] {variant}: {runs[variant]['steps']} steps in "
               f"{runs[variant]['seconds']:.0f}s", flush=True)
 
@@ -174,7 +162,7 @@ def run_spacy(paths: Dict[str, str], out_dir: str, max_steps: Optional[int],
                     "train_seconds": runs["xpos"]["seconds"], "predict_wps": ev_x["wps"]},
         "details": {"train_xpos": runs["xpos"], "train_upos": runs["upos"],
                     "upos_train_seconds": runs["upos"]["seconds"],
-                    "predict_seconds": ev_x["seconds"], "overrides": overrides},
+                    "predict_seconds": ev_x["seconds"], "overrides": runs["xpos"]["overrides"]},
     }
 
 
@@ -324,17 +312,12 @@ def build_jobs(args, paths: Dict[str, str], run_dir: Path) -> List[C.Job]:
     configs = Path(args.configs)
     upos_cfg = configs / "tagger_upos.cfg"
     upos_cfg_arg = None if args.xpos_only else (str(upos_cfg) if upos_cfg.exists() else None)
-    ours_extra = list(GOLD_PREPROC_OVERRIDES)
+    ours_extra = list(C.GOLD_PREPROC_OVERRIDES)   # on gold tokens, as spaCy's (train_spacy_peer)
     ours_extra += list(QUICK_OURS_OVERRIDES) if args.quick else []
     ours_extra += shlex.split(args.ours_overrides or "")
     systems, ours_settings = C.parse_only(args.only, SYSTEMS, OURS, [s["setting"] for s in STRUCTPERC_SETTINGS])
     if "crfsuite" in systems:
-        params = dict(CRF_PARAMS)
-        params.update({k: v for k, v in (("c1", args.crf_c1), ("c2", args.crf_c2),
-                                         ("max_iterations", args.crf_max_iterations))
-                       if v is not None})
-        if args.quick and args.crf_max_iterations is None:
-            params["max_iterations"] = QUICK_CRF_ITERATIONS
+        params = dict(CRF_PARAMS, **({"max_iterations": QUICK_CRF_ITERATIONS} if args.quick else {}))
         jobs.append(C.Job("crfsuite", "crfsuite", "run_crfsuite",
                           {"paths": paths, "out_dir": str(run_dir / "crfsuite"), "params": params},
                           dataset=DATASET))
@@ -374,9 +357,6 @@ def parse_args(argv=None):
     p.add_argument("--spacy-max-steps", type=int, default=None,
                    help="cap spaCy's training at this many steps (default: its config, 20000 "
                         "steps max, stopped earlier by patience 1600)")
-    p.add_argument("--crf-c1", type=float, default=None)
-    p.add_argument("--crf-c2", type=float, default=None)
-    p.add_argument("--crf-max-iterations", type=int, default=None)
     p.add_argument("--configs", type=Path, default=C.REPO_ROOT / "configs",
                    help="folder with tagger.cfg and tagger_upos.cfg")
     p.add_argument("--code", default=None,
