@@ -780,10 +780,6 @@ def now_iso() -> str:
     return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
 
 
-def sha1_of(obj: Any) -> str:
-    return hashlib.sha1(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:10]
-
-
 if __name__ == "__main__":
     if len(sys.argv) == 6 and sys.argv[1] == "--child":
         sys.exit(_child_main(sys.argv[2:]))
