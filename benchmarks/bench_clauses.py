@@ -62,11 +62,6 @@ NOTES = [
 ]
 
 
-def _vocab():
-    from spacy.vocab import Vocab
-    return Vocab()
-
-
 # ---------------------------------------------------------------------------------------------
 # Upstream: tagger + chunker, and the annotated corpora
 
