@@ -11,10 +11,8 @@ and finds its data: docs/benchmarks.md.
     python benchmarks/bench_tagger.py                          # everything, full data
     python benchmarks/bench_tagger.py --only crfsuite,spacy    # peers only
 
-Finished and retired (docs/benchmarks.md says where they are in the history): the decoder grid
-(lookahead 0-2, second-order Viterbi, beam 4 x two updates: test rows in tagger.json), its plots
-(``tagger_lookahead.png``, ``tagger_beam.png``), the beam sweep on dev (``--beam-sweep``: dev
-rows) and the CRF's (c1, c2) grid (``--crf-tune``: ``crf_tuning``).
+Retired, being finished (their rows and figures stay; docs/benchmarks.md): the decoder grid and
+its plots, the beam sweep on dev (``--beam-sweep``) and the CRF's (c1, c2) grid (``--crf-tune``).
 """
 from __future__ import annotations
 
@@ -35,8 +33,7 @@ PIPE_NAME = "tagger"  # our component's name in configs/tagger.cfg and configs/t
 SPLIT_FILES = {"train": "*-ud-train.conllu", "dev": "*-ud-dev.conllu", "test": "*-ud-test.conllu"}
 
 # Our settings, as data. "setting" is what the results rows and the README show; "overrides" are
-# component settings passed to `spacy train` as --components.tagger.KEY VALUE (the retired grid's
-# settings were overrides of decoder, lookahead_depth, order, beam_width, update).
+# component settings passed to `spacy train` as --components.tagger.KEY VALUE.
 STRUCTPERC_SETTINGS: List[Dict[str, Any]] = [
     {"setting": "default", "overrides": {}},  # configs/tagger.cfg: greedy, lookahead 0, margin 40
 ]
@@ -240,26 +237,8 @@ def run_crfsuite(paths: Dict[str, str], out_dir: str, params: Dict[str, Any],
                         "model_bytes": models["tag_"].stat().st_size}}
 
 
-def _import_plugin(code: Optional[str]) -> None:
-    """Make our factories available: an explicit --code file, else the package (which is also
-    found through its entry points once installed)."""
-    if code:
-        import importlib.util
-
-        spec = importlib.util.spec_from_file_location("structperc_bench_code", code)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return
-    try:
-        import spacy_structperc  # noqa: F401
-    except ImportError as err:
-        print(f"[structperc] warning: cannot import spacy_structperc ({err}); relying on "
-              "entry points", flush=True)
-
-
 def run_structperc(paths: Dict[str, str], out_dir: str, config: str, upos_config: Optional[str],
-                   overrides: Sequence[str], code: Optional[str] = None,
-                   eval_split: str = "test", predict_repeats: int = 1) -> Dict[str, Any]:
+                   overrides: Sequence[str], eval_split: str = "test", predict_repeats: int = 1) -> Dict[str, Any]:
     """Our tagger: `spacy train CONFIG` with setting overrides, loaded from model-best.
 
     Both models train on the ``*.xpos.spacy`` files (gold XPOS in tag_, UPOS in pos_); the UPOS
@@ -267,13 +246,13 @@ def run_structperc(paths: Dict[str, str], out_dir: str, config: str, upos_config
     """
     import spacy
 
-    _import_plugin(code)
+    import spacy_structperc  # noqa: F401
+
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    code_path = Path(code) if code else None
     print(f"[structperc] training XPOS model: {config} {' '.join(overrides)}", flush=True)
     run_x = C.spacy_train(Path(config), out / "xpos", paths["train_xpos"], paths["dev_xpos"],
-                          overrides=overrides, code=code_path, log_path=out / "xpos.train.log")
+                          overrides=overrides, log_path=out / "xpos.train.log")
     print(f"[structperc] XPOS: {run_x['steps']} steps, {run_x['epochs']} epochs in "
           f"{run_x['seconds']:.0f}s", flush=True)
     nlp_x = spacy.load(run_x["model_dir"])
@@ -286,8 +265,7 @@ def run_structperc(paths: Dict[str, str], out_dir: str, config: str, upos_config
     if upos_config:
         print(f"[structperc] training UPOS model: {upos_config}", flush=True)
         run_u = C.spacy_train(Path(upos_config), out / "upos", paths["train_xpos"],
-                              paths["dev_xpos"], overrides=overrides, code=code_path,
-                              log_path=out / "upos.train.log")
+                              paths["dev_xpos"], overrides=overrides, log_path=out / "upos.train.log")
         nlp_u = spacy.load(run_u["model_dir"])
         ev_u = _evaluate_tag_model(nlp_u, gold, timed=False)
         metrics["pos_acc"] = C.score_token_attrs(ev_u["preds"], gold, ["pos"])["pos_acc"]
@@ -335,7 +313,7 @@ def build_jobs(args, paths: Dict[str, str], run_dir: Path) -> List[C.Job]:
                 f"{OURS} | {s['setting']}", OURS, "run_structperc",
                 {"paths": paths, "out_dir": str(run_dir / OURS / C.slug(s["setting"])),
                  "config": str(configs / "tagger.cfg"), "upos_config": upos_cfg_arg,
-                 "overrides": component_overrides(s["overrides"]) + ours_extra, "code": args.code},
+                 "overrides": component_overrides(s["overrides"]) + ours_extra},
                 setting=s["setting"], dataset=DATASET))
     return jobs
 
@@ -359,9 +337,6 @@ def parse_args(argv=None):
                         "steps max, stopped earlier by patience 1600)")
     p.add_argument("--configs", type=Path, default=C.REPO_ROOT / "configs",
                    help="folder with tagger.cfg and tagger_upos.cfg")
-    p.add_argument("--code", default=None,
-                   help="Python file passed to spacy train --code and imported before loading "
-                        "our models (default: import spacy_structperc)")
     p.add_argument("--ours-overrides", default=None,
                    help="extra spacy train overrides for all our runs, given with '=', e.g. "
                         "--ours-overrides='--training.max_epochs 5'")
