@@ -21,10 +21,8 @@ Examples (from the repo root)::
     python benchmarks/bench_chunker.py                    # everything
     python benchmarks/bench_chunker.py --only crfsuite,structperc_chunker
 
-Finished and retired (docs/benchmarks.md says where they are in the history): the decoder and
-feature grid (lookahead 0-2, Viterbi, beams, ``edges``, the earlier default without clusters: test
-rows in chunker.json), its plot ``chunker_lookahead.png``, and the held-out curves that chose the
-epochs and margins (``--tune``).
+Retired, being finished (their rows and figure stay; docs/benchmarks.md): the decoder and
+feature grid, its plot ``chunker_lookahead.png``, and the held-out curves (``--tune``).
 """
 from __future__ import annotations
 
@@ -43,8 +41,8 @@ SYSTEMS = ("spacy_ner", "crfsuite", OURS)
 HELDOUT = 1000
 
 # Our settings: "config" is passed to nlp.add_pipe over the factory defaults (greedy, margin 40,
-# words + POS + Brown clusters). The retired grid's settings, chosen on the held-out split (the last 1,000 training sentences,
-# 12 epochs; F1 there):
+# words + POS + Brown clusters). The retired grid's settings, chosen on the held-out split (the
+# last 1,000 training sentences, 12 epochs; F1 there):
 # - greedy decoding plateaus whatever is added: 0.9431 (no clusters, margin 40, the best margin
 #   of 0/10/40/100 at depths 0 and 1), 0.9439 with clusters, 0.9442 with clusters at margin 100,
 #   0.941-0.943 with edges, more window, word/POS conjunctions or suffixes;
