@@ -27,9 +27,8 @@ recording test ``ents_f/p/r`` (``Scorer.score_spans(examples, "ents")``, fractio
 file's: only what was re-run is replaced, and the synthetic-data rows of ``bench_synthetic.py``
 are kept).
 
-Finished and retired (docs/benchmarks.md says where they are in the history): the latent sweep
-(n_latent 2, 4, 8, plain averaging, second order: test rows in ner.json), its plot
-``ner_latent.png``, and ``--tune`` (the dev curves of ``ner_tune.json``).
+Retired, being finished (their rows, curves and figure stay; docs/benchmarks.md): the latent
+sweep, its plot ``ner_latent.png``, and ``--tune`` (the dev curves of ``ner_tune.json``).
 
 Examples (from the repo root)::
 
