@@ -19,10 +19,8 @@ One run:
 Rows go to benchmarks/results/clauses.json (metrics clauses_p/r/f, train_seconds, predict_wps,
 peak_rss_mb; "setting": "default" is the component's default: FR, primal).
 
-The Fig. 1 curves (start filter precision/recall, F1 upper bound given the filters' candidates,
-candidates per dev epoch) and their plot ``clauses_fig1.png`` are finished: the curves stay in
-the details of clauses.json, the figure in benchmarks/results, the code in the history
-(docs/benchmarks.md, retired benchmarks).
+Retired, being finished (the curves and figure stay; docs/benchmarks.md): the Fig. 1 filter
+measurements per dev epoch and their plot ``clauses_fig1.png``.
 
     python benchmarks/bench_clauses.py              # everything
     python benchmarks/bench_clauses.py --quick      # smoke run on slices
