@@ -19,8 +19,7 @@ Rows ``{"system": "structperc_ner", "setting": "n_latent L", "dataset": "synthet
 "split": "test", "metric": "label_acc"}`` (mean over seeds; per-seed values under
 ``synthetic`` in the file) and a ``bayes_optimal`` row per P are merged into
 ``benchmarks/results/ner.json`` (only the synthetic rows are replaced). The drawing of
-``ner_synthetic.png`` (accuracy against P) is finished and retired; the figure stays in
-benchmarks/results, the code in the history (docs/benchmarks.md, retired benchmarks).
+``ner_synthetic.png`` is retired, being finished (the figure stays; docs/benchmarks.md).
 
     python benchmarks/bench_synthetic.py            # everything (a couple of minutes)
     python benchmarks/bench_synthetic.py --quick    # smoke run, results to the work dir
