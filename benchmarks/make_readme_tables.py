@@ -23,7 +23,7 @@ import json
 import re
 import sys
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 BENCH_DIR = Path(__file__).resolve().parent
 REPO_ROOT = BENCH_DIR.parent
@@ -49,6 +49,12 @@ METRICS: Dict[str, Tuple[str, Any]] = {
     "train_seconds": ("train (s)", lambda v: f"{v:,.0f}"),
     "predict_wps": ("words/s", lambda v: f"{v:,.0f}"),
     "peak_rss_mb": ("peak RSS (MB)", lambda v: f"{v:,.0f}"),
+    # bench_parser.py --only levers: the dev split's scores beside the test ones, and the model
+    "dev_dep_uas": ("dev UAS", lambda v: f"{100 * v:.2f}"),
+    "dev_dep_las": ("dev LAS", lambda v: f"{100 * v:.2f}"),
+    "dev_sents_f": ("dev sents F", lambda v: f"{100 * v:.2f}"),
+    "test_tag_acc": ("tags", lambda v: f"{100 * v:.2f}"),
+    "parser_mb": ("parser (MB)", lambda v: f"{v:,.1f}"),
     # bench_distributed.py
     "seconds_per_epoch": ("s / epoch", lambda v: f"{v:,.1f}"),
     "speedup": ("speed-up", lambda v: f"{v:.2f}x"),
@@ -63,6 +69,11 @@ METRICS: Dict[str, Tuple[str, Any]] = {
     "us_per_query_averaged": ("us / item, averaged", lambda v: f"{v:,.1f}" if v < 100 else f"{v:,.0f}"),
     "us_per_query_voted": ("us / item, voted", lambda v: f"{v:,.0f}"),
 }
+
+
+# Kept in the results files, left out of the tables: the tagger's dev scores beside each parser
+# lever (the same tagger in every row; the tagger's own table shows them).
+HIDDEN = {"dev_tag_acc", "dev_pos_acc", "test_pos_acc"}
 
 
 def _fmt(metric: str, value: Any) -> str:
@@ -214,7 +225,7 @@ def _build_main_table(data: Dict[str, Any], split: str = "test") -> Optional[str
     systems = list(dict.fromkeys(r["system"] for r in rows))
     ours = [s for s in systems if s.startswith("structperc")]
     systems = ours + [s for s in systems if s not in ours]
-    metrics_seen = list(dict.fromkeys(r["metric"] for r in rows))
+    metrics_seen = [m for m in dict.fromkeys(r["metric"] for r in rows) if m not in HIDDEN]
     metrics = [m for m in METRICS if m in metrics_seen] + \
               [m for m in metrics_seen if m not in METRICS]
     cells: Dict[Tuple[str, str, str], Dict[str, Any]] = {}
