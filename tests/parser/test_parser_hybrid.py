@@ -1,5 +1,5 @@
 """structperc_parser with transition_system = "arc-hybrid", the dynamic oracle (training with
-exploration) and the UPOS features: learning, saving and prediction paths."""
+exploration), the UPOS and the label-set features: learning, saving and prediction paths."""
 import numpy
 import pytest
 import spacy
@@ -11,7 +11,7 @@ from test_parser import TEST_WORDS, TRAIN_DATA, assert_tree, parse_of, tagged
 HYBRID = {"transition_system": "arc-hybrid", "oracle": "dynamic", "explore": 0.9,
           "model": {"@architectures": "spacy-structperc.ParserPerceptron.v1",
                     "features": {"@misc": "spacy-structperc.parser_features.v1", "arc_hybrid": True,
-                                 "upos": True}}}
+                                 "upos": True, "label_sets": True}}}
 # UPOS for TRAIN_DATA's tags (the upos features read token.pos_).
 UPOS = {"PRP": "PRON", "VBP": "VERB", "JJ": "ADJ", "NNS": "NOUN", "VB": "VERB", "NN": "NOUN",
         ".": "PUNCT", "IN": "ADP", "DT": "DET", "VBD": "VERB", "WDT": "PRON"}
