@@ -6,7 +6,7 @@ Commands:
                     [--resume] [--worker-timeout S] [--paths.train X ...]
   annotate PIPELINE INPUT OUTPUT [--scheduler ADDRESS] [--workers N] [--partition-size N] [--jsonl]
 
-Both need the Dask extra: pip install 'spacy-structperc[dask]'.
+Both need the Dask extra: pip install -e ".[dask]" (from the checkout).
 """
 import argparse
 import sys

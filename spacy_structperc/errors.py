@@ -281,7 +281,7 @@ class Errors(metaclass=ErrorsWithCodes):
             "{options} (\"train\": name lists mined from the training data).")
     S404 = ("Component '{name}' uses the gazetteer source '{source}', which needs the Python "
             "package '{package}' at initialization ({reason}). Install the optional extra: "
-            "`pip install \"spacy-structperc[gazetteers]\"`, or remove '{source}' from "
+            "`pip install -e \".[gazetteers]\"` from the checkout, or remove '{source}' from "
             "components.{name}.gazetteers. A trained model carries its lists and needs neither.")
     S405 = ("The saved model of component '{name}' has gazetteer features but no gazetteer block "
             "({reason}). Save and load the whole component directory, or retrain.")

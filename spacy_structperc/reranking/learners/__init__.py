@@ -14,7 +14,7 @@ Learners (``LEARNERS``), all choosing ``argmax_z  w_0 L(z) + Theta . phi(z)``:
   number of rounds chosen on dev; ``w_0`` is fixed first by minimizing the exponential loss
   (Collins 2000);
 - ``svm``: a linear SVM on difference vectors phi(oracle) - phi(z) (§5.2, the soft-margin
-  problem), through scikit-learn (``pip install spacy-structperc[rerank]``);
+  problem), through scikit-learn (``pip install -e ".[rerank]"`` from the checkout);
 - ``dual``: the perceptron in dual form (Fig. 4) on the shared kernel core
   (``_core/dual.pyx``), with the polynomial kernel over the features or the dependency-tree
   kernel (``_core/treekernel.pyx``).
