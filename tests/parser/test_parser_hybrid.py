@@ -129,3 +129,28 @@ def test_upos_features_read_pos():
 def test_bad_settings_are_refused(config, match):
     with pytest.raises(ValueError, match=match):
         make(config)
+
+
+def test_exploration_learns_from_partial_trees():
+    """Missing heads cost nothing to the dynamic oracle: trained on trees with some heads
+    missing (spaCy's head == self with no label), the parser learns the known arcs."""
+    nlp, parser = make()
+    egs = []
+    for words, tags, heads, deps in TRAIN_DATA:
+        # drop the head of every third token (not the root)
+        partial_heads = [i if (i % 3 == 2 and deps[i] != "ROOT") else h for i, h in enumerate(heads)]
+        partial_deps = ["" if (i % 3 == 2 and deps[i] != "ROOT") else d for i, d in enumerate(deps)]
+        egs.append(Example(doc_of(nlp, words, tags), doc_of(nlp, words, tags, partial_heads, partial_deps)))
+    nlp.initialize(lambda: egs)
+    for epoch in range(40):
+        parser.start_epoch(epoch)
+        parser.update(egs)
+    for (words, tags, heads, deps), eg in zip(TRAIN_DATA, egs):
+        doc = nlp(doc_of(nlp, words, tags))
+        assert_tree(doc)
+        if eg.reference[0].text == "A":
+            # The non-projective tree: made partial, its lifted arc is not restored at
+            # prediction, with arc-standard as well (projectivization of partial trees).
+            continue
+        known = [i for i, t in enumerate(eg.reference) if t.dep_]
+        assert [doc[i].head.i for i in known] == [heads[i] for i in known]
