@@ -48,8 +48,9 @@ def stage_atoms(words: numpy.ndarray, classes: numpy.ndarray, offsets: numpy.nda
     onehot[order, value[order]] = 1
     weights = 1 << numpy.arange(n_values, dtype=numpy.int64)
     if "agg" in out:
-        counts = numpy.zeros((int(group_sorted[-1]) + 1, n_values), dtype=numpy.int64)
-        numpy.add.at(counts, group_sorted, onehot[order])
+        n_groups = int(group_sorted[-1]) + 1
+        counts = numpy.bincount(group_sorted * n_values + value[order],
+                                minlength=n_groups * n_values).reshape((n_groups, n_values))
         group = numpy.empty((n,), dtype=numpy.int64)
         group[order] = group_sorted
         masks = ((counts[group] - onehot) > 0) @ weights
@@ -66,7 +67,18 @@ def stage_atoms(words: numpy.ndarray, classes: numpy.ndarray, offsets: numpy.nda
     return [out[name] for name in names]
 
 
+# Masks below this are looked up in a table as long (no sort): up to 12 types and O.
+_DENSE = 1 << 13
+
+
 def _column(name: str, masks: numpy.ndarray) -> numpy.ndarray:
+    if len(masks) and int(masks.max()) < _DENSE:
+        present = numpy.zeros((int(masks.max()) + 1,), dtype=bool)
+        present[masks] = True
+        table = numpy.zeros((len(present),), dtype=numpy.uint64)
+        for m in numpy.flatnonzero(present[1:]).tolist():
+            table[m + 1] = _value(name, m + 1)
+        return table[masks]
     uniq, inverse = numpy.unique(masks, return_inverse=True)
     table = numpy.array([_value(name, m) if m else 0 for m in uniq.tolist()], dtype=numpy.uint64)
     return table[inverse.reshape(-1)]

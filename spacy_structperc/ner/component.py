@@ -38,7 +38,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 import numpy
 import srsly
 from spacy import util
-from spacy.attrs import ENT_IOB, ENT_KB_ID, ENT_TYPE, ORTH
+from spacy.attrs import ENT_IOB, ENT_KB_ID, ENT_TYPE, ORTH, SENT_START
 from spacy.tokens import Doc, Span
 from spacy.training import Example
 from spacy.vocab import Vocab
@@ -318,20 +318,18 @@ class LatentEntityRecognizer(BIOLabels, SequenceLabeller):
         return [(0, len(doc))]
 
     def _prepare(self, docs: Sequence[Doc]) -> Prepared:
-        prepared = super()._prepare(docs)
-        if self._by_sentence:
-            # A sentence a window (one longer than a window is still one: training binds it
-            # whole too); a Doc without sentence boundaries is decoded as before.
-            offsets = prepared.atoms.offsets.tolist()
-            pieces = [numpy.zeros((0, 4), dtype=numpy.int64)]
-            for k, doc in enumerate(docs):
-                a = offsets[k]
-                if len(doc) and doc.has_annotation("SENT_START"):
-                    pieces.append(numpy.array([(a + s, a + e, a + s, a + e) for s, e in self._sentences(doc)],
-                                              dtype=numpy.int64))
-                elif len(doc):
-                    pieces.append(batch_windows([doc], numpy.array([0, len(doc)], dtype=numpy.int64)) + a)
-            prepared = prepared._replace(windows=numpy.ascontiguousarray(numpy.concatenate(pieces)))
+        if not self._by_sentence:
+            prepared = super()._prepare(docs)
+        else:
+            # SequenceLabeller._prepare's atoms, with SENT_START read in the same docarrays.read
+            # call, and a sentence a window (see _sentence_windows).
+            n_read = len(self.read_attrs)
+            atoms = self.model.atoms.batch(docs, self.name, tuple(self.read_attrs) + (SENT_START,),
+                                           self._missing_input)
+            sent_start = atoms.extra[:, n_read]
+            atoms = atoms._replace(extra=numpy.ascontiguousarray(atoms.extra[:, :n_read]))
+            prepared = Prepared(atoms, self._position_masks(docs, atoms),
+                                self._sentence_windows(docs, atoms.offsets, sent_start))
         if self._closing is None:
             return prepared
         # The true ends of the decoded pieces: a window's end without a margin after it (the end
@@ -340,6 +338,46 @@ class LatentEntityRecognizer(BIOLabels, SequenceLabeller):
         windows = prepared.windows
         ends = windows[windows[:, 1] == windows[:, 3], 1]
         return prepared._replace(allowed=self._close_ends(prepared.allowed, ends, len(prepared.atoms.atoms)))
+
+    @staticmethod
+    def _sentence_windows(docs: Sequence[Doc], offsets: numpy.ndarray, sent_start: numpy.ndarray) -> numpy.ndarray:
+        """The windows of a batch decoded with document features: a sentence a window for a Doc
+        with sentence boundaries (one longer than a window is still one: training binds it whole
+        too), `batch_windows` for the others, all Docs at once; rows in Doc order, each Doc's in
+        text order. `sent_start`: the batch's SENT_START column (1 starts a sentence)."""
+        lengths = numpy.diff(offsets)
+        nonempty = lengths > 0
+        bounded = docarrays.has_sent_starts(docs) & nonempty
+        hooked = bounded & docarrays.has_user_hook(docs, "sents")
+        from_tokens = bounded & ~hooked
+        # Sentences as doc.sents finds them without a hook: from the first token and from each
+        # later one whose sent_start is 1, to the next such token or the Doc's end.
+        starts = (sent_start == 1) & numpy.repeat(from_tokens, lengths)
+        starts[offsets[:-1][from_tokens]] = True
+        first = numpy.flatnonzero(starts)
+        doc_of = numpy.searchsorted(offsets, first, side="right") - 1
+        ends = numpy.minimum(numpy.append(first[1:], offsets[-1]), offsets[doc_of + 1])
+        pieces = [numpy.stack([first, ends, first, ends], axis=1)]
+        owners = [doc_of]
+        # A "sents" user hook's sentences, as it gives them.
+        for k in numpy.flatnonzero(hooked).tolist():
+            a = int(offsets[k])
+            rows = numpy.array([(a + s.start, a + s.end) for s in docs[k].sents], dtype=numpy.int64).reshape((-1, 2))
+            pieces.append(rows[:, [0, 1, 0, 1]])
+            owners.append(numpy.full((len(rows),), k, dtype=numpy.int64))
+        # The Docs without boundaries: one batch_windows call on them as a batch of their own,
+        # its rows moved back to theirs.
+        free = numpy.flatnonzero(nonempty & ~bounded)
+        if len(free):
+            sub_offsets = numpy.zeros((len(free) + 1,), dtype=numpy.int64)
+            numpy.cumsum(lengths[free], out=sub_offsets[1:])
+            rows = batch_windows([docs[k] for k in free.tolist()], sub_offsets)
+            sub_doc = numpy.searchsorted(sub_offsets, rows[:, 2], side="right") - 1
+            pieces.append(rows + (offsets[free] - sub_offsets[:-1])[sub_doc][:, None])
+            owners.append(free[sub_doc])
+        windows = numpy.concatenate(pieces).astype(numpy.int64, copy=False)
+        order = numpy.argsort(numpy.concatenate(owners), kind="stable")
+        return numpy.ascontiguousarray(windows[order])
 
     def _close_ends(self, allowed: Optional[numpy.ndarray], ends, n: int) -> Optional[numpy.ndarray]:
         """`allowed` (None: all) with the sub-states that may not end a piece forbidden at the
