@@ -43,6 +43,8 @@ SETTINGS: Dict[str, Tuple[bool, List[str]]] = {
     "documents, gazetteers all, two-stage, document features": _setting(True, GAZ_ALL, True, True),
     "documents, gazetteers train, two-stage": _setting(True, GAZ_TRAIN, True),
     "documents, gazetteers train, two-stage, document features": _setting(True, GAZ_TRAIN, True, True),
+    # The default without its second decode (issue 37: two-stage decodes twice).
+    "documents, gazetteers train, document features": _setting(True, GAZ_TRAIN, False, True),
     "documents, gazetteers train, two-stage, n_latent 2":
         _setting(True, GAZ_TRAIN, True, False, "--components.ner.n_latent", "2"),
     "new default": (True, []),   # configs/ner.cfg as committed (documents as it reads them)
