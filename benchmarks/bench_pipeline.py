@@ -17,7 +17,7 @@
    included, one process, best of ``--repeats``), and with ``spacy benchmark speed`` on the same
    documents (which times the pipeline's components on pre-tokenized Docs).
 
-4. Load: ``spacy.load`` of each pipeline in a fresh process (bench_speed.py's ``measure_load``),
+4. Load: ``spacy.load`` of each pipeline in a fresh process (_speed.py's ``measure_load``),
    ours and spaCy's alternately, ``--load-repeats`` times each: the best load time (imports
    apart), the median RSS right after the load, and the pipeline's size on disk.
 
@@ -41,6 +41,7 @@ from typing import Any, Dict, List
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as C  # noqa: E402
+import _speed as S  # noqa: E402
 
 COMPONENT = "pipeline"
 DATASET = "ud_en_ewt+conll2000+conll2003"
@@ -233,21 +234,15 @@ def run_spacy(data_root: str, out_dir: str, max_steps: int, repeats: int, quick:
 def measure_loads(models: Dict[str, str], repeats: int, run_dir: Path, errors: Dict[str, str]) -> Dict[str, Dict[str, Any]]:
     """spacy.load of each system's pipeline in fresh processes, the systems alternating:
     {system: {load_seconds (best), import_seconds (best), rss_after_load_mb (median), disk_mb}}."""
-    import statistics
-
-    bench_speed = Path(__file__).with_name("bench_speed.py")
     loads: Dict[str, List[Dict[str, Any]]] = {system: [] for system in models}
     for i in range(repeats):
         for system, model_dir in models.items():
             label = f"load {system} ({i + 1})"
-            res = C.run_job(bench_speed, "measure_load", {"model_dir": model_dir, "plugin": system == "structperc"},
+            res = C.run_job(S.SCRIPT, "measure_load", {"model_dir": model_dir, "plugin": system == "structperc"},
                             label, run_dir / f"{C.slug(label)}.log", errors)
             if res:
                 loads[system].append(res["metrics"])
-    return {system: {"load_seconds": min(r["load_seconds"] for r in rows),
-                     "import_seconds": min(r["import_seconds"] for r in rows),
-                     "rss_after_load_mb": statistics.median(r["rss_after_load_mb"] for r in rows),
-                     "disk_mb": C.dir_bytes(Path(models[system])) / 1e6}
+    return {system: dict(S.load_summary(rows), disk_mb=C.dir_bytes(Path(models[system])) / 1e6)
             for system, rows in loads.items() if rows}
 
 

@@ -31,21 +31,18 @@ Measured per task, both systems in the same run, each in a fresh child process:
 from __future__ import annotations
 
 import argparse
-import json
-import shlex
-import statistics
 import sys
-import time
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as C  # noqa: E402
+import _speed as S  # noqa: E402
 
 COMPONENT = "speed"
+OURS = "structperc"
 CONFIGS = C.REPO_ROOT / "configs"
 QUICK = {"train": 300, "dev": 100, "test": 200}
-BATCH_SIZE = 1000
 
 # Trained models: key -> (system, corpus, what trains it). Ours are keyed on the code as well.
 OURS_TRAINED = {
@@ -78,18 +75,11 @@ BUILT_FROM: Dict[str, Dict[str, Tuple[str, ...]]] = {
                    "pipeline_en": ("tagger_parser", "chunker", "clauses", "ner")},
     "spacy": {"pipeline_en": ("tagger_parser", "ner_conll2003", "ner_chunks")},
 }
-# decode_cold / decode_cached: the decode of the first CACHED_SENTENCES test sentences (~150
-# words), timed right after the rest of the split was decoded (cold: what they read is wherever
-# the other sentences left it) and back to back (cached: everything they read is in the CPU's
-# caches, and the branch predictors have seen the same decisions), best of CACHED_PASSES each.
-# The same sentences both ways, so the difference is what waiting on memory costs them, and
-# decode_cached is a floor that memory-layout work can approach and not pass.
-CACHED_SENTENCES, CACHED_PASSES = 10, 40
 
 
 NOTES = [
     "wps_gold_words: words/s of nlp.pipe over the test split's gold words, one Doc per sentence, "
-    f"batch_size {BATCH_SIZE}, one thread, best of --repeats passes; ours and the peer's are "
+    f"batch_size {S.BATCH_SIZE}, one thread, best of --repeats passes; ours and the peer's are "
     "measured in one process with their passes alternated (measure_speed_pair), so both sides of "
     "a ratio see the machine's drift alike; each system's figure from its own process (minutes "
     "apart) is in details.alone. Rows measured before this (see code) came from separate processes",
@@ -104,9 +94,9 @@ NOTES = [
     "profile:COMPONENT:STAGE: microseconds per gold word of our predict path on the gold words, "
     "stages atoms (reading the Doc), decode, write (set_annotations) and total; tokenizer:total "
     "is nlp.make_doc on the raw text (details.profile_source says how it was measured); "
-    f"decode_cold / decode_cached: the decode of the first {CACHED_SENTENCES} sentences right after "
+    f"decode_cold / decode_cached: the decode of the first {S.CACHED_SENTENCES} sentences right after "
     "the rest of the split / back to back, everything they read then in the CPU's caches (best of "
-    f"{CACHED_PASSES} each): what waiting on memory costs them, and a floor for memory-layout work",
+    f"{S.CACHED_PASSES} each): what waiting on memory costs them, and a floor for memory-layout work",
     "the chunker and NER tasks: ours is our EWT tagger (configs/tagger.cfg) then the component, "
     "which reads the predicted tags; the peer is spaCy's ner trained on chunks / CoNLL-2003",
     "spaCy's peers train for at most --spacy-max-steps steps (in the setting): their speed and "
@@ -174,15 +164,6 @@ def score(dataset: str, preds: list, gold: list, pipe_names: List[str]) -> Dict[
 # Children: training
 
 
-def _stamped(model_dir: Path, key: Dict[str, Any]) -> Optional[Dict[str, Any]]:
-    stamp = model_dir / "bench_speed.json"
-    if stamp.exists():
-        info = json.loads(stamp.read_text())
-        if info.get("key") == key and Path(info["run"]["model_dir"]).exists():
-            return info
-    return None
-
-
 def train_ours(key: str, paths: Dict[str, str], out_dir: str, epochs: Optional[int], quick: bool,
                source: Optional[str] = None) -> Dict[str, Any]:
     import spacy_structperc  # noqa: F401
@@ -239,13 +220,13 @@ def train_peer(key: str, paths: Dict[str, str], out_dir: str, max_steps: int, qu
     return {"metrics": {}, "run": run}
 
 
-def assemble(kind: str, models: Dict[str, str], out_dir: str, which: List[str]) -> Dict[str, Any]:
+def assemble(system: str, models: Dict[str, str], out_dir: str, which: List[str]) -> Dict[str, Any]:
     """Build the pipelines ``which`` (keys of BUILT_FROM) from trained ones under ``out_dir``."""
     import spacy
 
     Path(out_dir).mkdir(parents=True, exist_ok=True)
     built = {}
-    if kind == "ours":
+    if system == OURS:
         import spacy_structperc  # noqa: F401
         from spacy.util import load_config, load_model_from_config
 
@@ -276,120 +257,7 @@ def assemble(kind: str, models: Dict[str, str], out_dir: str, which: List[str]) 
 
 
 # ---------------------------------------------------------------------------------------------
-# Children: measuring
-
-
-def measure_load(model_dir: str, plugin: bool) -> Dict[str, Any]:
-    """Import time, spacy.load time and RSS right after the load, in this fresh process."""
-    with C.Timer() as t_import:
-        import spacy
-
-        if plugin:
-            import spacy_structperc  # noqa: F401
-    rss_before = C.current_rss_mb()
-    with C.Timer() as t_load:
-        nlp = spacy.load(model_dir)
-    return {"metrics": {"import_seconds": t_import.seconds, "load_seconds": t_load.seconds,
-                        "rss_after_load_mb": C.current_rss_mb(), "rss_before_load_mb": rss_before},
-            "pipe_names": nlp.pipe_names}
-
-
-def _profile_fallback(nlp, docs: list) -> Dict[str, Dict[str, float]]:
-    """Seconds per stage per component, named as ``predict_stages`` names them: ``model.atoms``
-    over every Doc (atoms), the rest of ``predict`` (decode), ``set_annotations`` (write) and
-    predict + set_annotations (total); the components run in order, batch by batch, each on the
-    Docs the earlier ones annotated. (atoms is timed in a pass of its own, so decode is predict
-    minus that pass.)"""
-    out: Dict[str, Dict[str, float]] = {}
-    for name, proc in nlp.pipeline:
-        stages = {"atoms": 0.0, "decode": 0.0, "write": 0.0}
-        atoms = getattr(getattr(proc, "model", None), "atoms", None)
-        for start in range(0, len(docs), BATCH_SIZE):
-            batch = docs[start:start + BATCH_SIZE]
-            if atoms is not None:
-                with C.Timer() as t:
-                    for doc in batch:
-                        if len(doc):
-                            atoms(doc, name)
-                stages["atoms"] += t.seconds
-            with C.Timer() as t:
-                preds = proc.predict(batch)
-            stages["decode"] += t.seconds
-            with C.Timer() as t:
-                proc.set_annotations(batch, preds)
-            stages["write"] += t.seconds
-        stages["total"] = stages["decode"] + stages["write"]
-        stages["decode"] = max(0.0, stages["decode"] - stages["atoms"])
-        out[name] = stages
-    return out
-
-
-def _nested(got: Dict[str, Any]) -> Dict[str, Dict[str, float]]:
-    """{component: {stage: seconds}} from that or from flat {"component:stage": seconds} (or
-    {(component, stage): seconds})."""
-    out: Dict[str, Dict[str, float]] = {}
-    for key, value in got.items():
-        if isinstance(value, dict):
-            out.setdefault(str(key), {}).update({str(k): float(v) for k, v in value.items()})
-        else:
-            parts = list(key) if isinstance(key, tuple) else str(key).split(":", 1)
-            comp, stage = (parts[0], parts[1]) if len(parts) == 2 else ("all", parts[0])
-            out.setdefault(str(comp), {})[str(stage)] = float(value)
-    return out
-
-
-def profile_stages(nlp, gold: list, texts: List[str]) -> Dict[str, Any]:
-    stages_of: Optional[Callable[..., Dict[str, Dict[str, float]]]]
-    try:
-        from spacy_structperc.profile import predict_stages as stages_of  # added by the speed work
-    except ImportError:
-        stages_of, source = None, "fallback: model.atoms, predict minus atoms, set_annotations timed in bench_speed.py"
-    else:
-        source = "spacy_structperc.profile.predict_stages"
-    best: Dict[str, Dict[str, float]] = {}
-    for _ in range(3):
-        docs = C.unannotated_copies(gold, nlp.vocab)
-        got = stages_of(nlp, docs) if stages_of is not None else _profile_fallback(nlp, docs)
-        for comp, stages in _nested(got).items():  # per component, the run with the least total
-            total = stages.get("total", sum(stages.values()))
-            if comp not in best or total < best[comp].get("total", sum(best[comp].values())):
-                best[comp] = dict(stages)
-    with C.Timer() as t:
-        for text in texts:
-            nlp.make_doc(text)
-    best["tokenizer"] = {"total": t.seconds}
-    return {"source": source, "seconds": best, "cold_cached": decode_cold_cached(nlp, gold)}
-
-
-def decode_cold_cached(nlp, gold: list) -> Dict[str, Dict[str, float]]:
-    """Microseconds per word of each staged component's decode (predict_stages' "decode") of
-    the first CACHED_SENTENCES sentences, cold and cached (see CACHED_SENTENCES), after the
-    earlier components annotated them: {component: {"decode_cold": .., "decode_cached": ..}}."""
-    from spacy_structperc.profile import _run, _staged
-
-    docs = C.unannotated_copies(gold, nlp.vocab)
-    n_words = max(1, C.count_tokens(docs[:CACHED_SENTENCES]))
-    out: Dict[str, Dict[str, float]] = {}
-    for name, component in nlp.pipeline:
-        if _staged(component):
-            component.begin_predict()
-            few = component._prepare(docs[:CACHED_SENTENCES])
-            rest = [component._prepare(docs[i:i + BATCH_SIZE])
-                    for i in range(CACHED_SENTENCES, len(docs), BATCH_SIZE)]
-            cold = cached = float("inf")
-            for _ in range(CACHED_PASSES):
-                for batch in rest:
-                    component._decode_prepared(batch)
-                with C.Timer() as t:
-                    component._decode_prepared(few)
-                cold = min(cold, t.seconds)
-            for _ in range(CACHED_PASSES):
-                with C.Timer() as t:
-                    component._decode_prepared(few)
-                cached = min(cached, t.seconds)
-            out[name] = {"decode_cold": cold / n_words * 1e6, "decode_cached": cached / n_words * 1e6}
-        docs = _run(component, docs)
-    return out
+# Children: measuring (measure_load is _speed.py's)
 
 
 def _loaded_for_speed(model_dir: str, dataset: str, paths: Dict[str, str], limit: int):
@@ -410,190 +278,61 @@ def measure_speed(model_dir: str, dataset: str, paths: Dict[str, str], repeats: 
     if plugin:
         import spacy_structperc  # noqa: F401
     nlp, gold, texts = _loaded_for_speed(model_dir, dataset, paths, limit)
-    n_words = C.count_tokens(gold)
-    preds, wps_gold, sec_gold = C.time_pipe_best_of(nlp, lambda: C.unannotated_copies(gold, nlp.vocab),
-                                                    n_words, repeats, BATCH_SIZE)
-    _, wps_raw, sec_raw = C.time_pipe_best_of(nlp, lambda: list(texts), n_words, repeats, BATCH_SIZE)
-    metrics: Dict[str, Any] = {"wps_gold_words": wps_gold, "wps_raw_text": wps_raw}
+    preds, metrics, details = S.pipe_wps(nlp, gold, texts, repeats)
     metrics.update(score(dataset, preds, gold, nlp.pipe_names))
-    details: Dict[str, Any] = {"words": n_words, "sentences": len(gold), "seconds_gold": sec_gold,
-                               "seconds_raw": sec_raw, "pipe_names": nlp.pipe_names}
+    details["pipe_names"] = nlp.pipe_names
     if profile:
-        prof = profile_stages(nlp, gold, texts)
-        details["profile_source"] = prof["source"]
-        details["profile_seconds"] = prof["seconds"]
-        for comp, stages in prof["seconds"].items():
-            for stage, sec in stages.items():
-                metrics[f"profile:{comp}:{stage}"] = sec / n_words * 1e6
-        for comp, stages in prof["cold_cached"].items():
-            for stage, us in stages.items():
-                metrics[f"profile:{comp}:{stage}"] = us
+        prof_metrics, prof_details = S.profile_rows(nlp, gold, texts)
+        metrics.update(prof_metrics)
+        details.update(prof_details)
     return {"metrics": metrics, "details": details}
 
 
 def measure_speed_pair(our_dir: str, peer_dir: str, dataset: str, paths: Dict[str, str], repeats: int,
                        limit: int) -> Dict[str, Any]:
-    """words/s of our pipeline and the peer's in one process, their passes alternated (ours and
-    the peer's on the gold words, then on the raw text, `repeats` times), best pass of each: on
-    a shared machine whose speed drifts over minutes, the two sides of a ratio see the same drift
-    (measure_speed's own figures, minutes apart, are kept in the details)."""
+    """words/s of our pipeline and the peer's in one process, their passes alternated
+    (``_speed.paired_wps``; measure_speed's own figures, minutes apart, are kept in the details)."""
     import spacy_structperc  # noqa: F401
 
     sides = {"ours": _loaded_for_speed(our_dir, dataset, paths, limit),
              "peer": _loaded_for_speed(peer_dir, dataset, paths, limit)}
-    for nlp, _, _ in sides.values():
-        C.materialize_averages(nlp)
-    n_words = C.count_tokens(sides["ours"][1])
-    seconds: Dict[str, Dict[str, List[float]]] = {s: {"gold": [], "raw": []} for s in sides}
-    for _ in range(max(1, repeats)):
-        for kind in ("gold", "raw"):
-            for side, (nlp, gold, texts) in sides.items():
-                docs = C.unannotated_copies(gold, nlp.vocab) if kind == "gold" else list(texts)
-                with C.Timer() as t:
-                    for _doc in nlp.pipe(docs, batch_size=BATCH_SIZE):
-                        pass
-                seconds[side][kind].append(t.seconds)
-    out: Dict[str, Any] = {"metrics": {}}   # run_job adds the process's peak RSS here
-    for side, sec in seconds.items():
-        out[side] = {"metrics": {"wps_gold_words": n_words / min(sec["gold"]),
-                                 "wps_raw_text": n_words / min(sec["raw"])},
-                     "details": {"words": n_words, "pass_seconds": sec}}
-    return out
+    return dict({"metrics": {}}, **S.paired_wps(sides, repeats))   # run_job adds the peak RSS to metrics
 
 
 # ---------------------------------------------------------------------------------------------
 # Parent
 
 
-def disk_rows(model_dir: Path) -> Dict[str, float]:
-    """MB on disk: total, each component's folder, the rest as 'other'."""
-    names = json.loads((model_dir / "meta.json").read_text()).get("pipeline", [])
-    out = {"disk_mb": C.dir_bytes(model_dir) / 1e6}
-    other = out["disk_mb"]
-    for name in names:
-        if (model_dir / name).exists():
-            out[f"disk_mb:{name}"] = C.dir_bytes(model_dir / name) / 1e6
-            other -= out[f"disk_mb:{name}"]
-    out["disk_mb:other"] = other
-    return out
-
-
-class Run:
-    """One benchmark run: the jobs it ran, its rows and details."""
-
-    def __init__(self, args, paths: Dict[str, str], run_dir: Path):
-        self.args, self.paths, self.run_dir = args, paths, run_dir
-        self.rows: List[Dict[str, Any]] = []
-        self.details: Dict[str, Any] = {}
-        self.errors: Dict[str, str] = {}
-        self.train_prefixes: List[str] = []  # of the training rows this run reports
-        self.me = Path(__file__).resolve()
-
-    def job(self, label: str, func: str, **kwargs) -> Optional[Dict[str, Any]]:
-        print(label, flush=True)
-        res = C.run_job(self.me, func, kwargs, label, self.run_dir / "logs" / f"{C.slug(label)}.log", self.errors)
-        if res is not None:
-            print(f"  done in {res['seconds']:.0f}s (load {res['load_avg_before']} -> {res['load_avg_after']})",
-                  flush=True)
-        return res
-
-    def add(self, system: str, setting: str, dataset: str, metrics: Dict[str, Any]) -> None:
-        self.rows += [C.make_row(system, setting, k, v, dataset=dataset) for k, v in metrics.items()
-                      if v is not None]
-        C.show_metrics(setting, {k: v for k, v in metrics.items() if not k.startswith("profile:")}, 0)
-
-    def trained(self, system: str, key: str, func: str, fingerprint: Dict[str, Any],
-                **kwargs) -> Optional[Tuple[str, Dict[str, Any]]]:
-        """(model dir, training info) of a trained model: from the cache when its fingerprint
-        matches, else trained now (its seconds and peak RSS recorded); None if training failed."""
-        out = self.run_dir / "models" / system / key
-        info = None if self.args.retrain else _stamped(out, fingerprint)
-        label = f"train {system} {key}"
-        if info is None:
-            res = self.job(label, func, key=key, paths=self.paths, out_dir=str(out), **kwargs)
-            if res is None:
-                return None
-            info = {"key": fingerprint, "run": res["run"], "peak_rss_mb": res["peak_rss_mb"],
-                    "seconds": res["seconds"], "load_avg_before": res["load_avg_before"],
-                    "load_avg_after": res["load_avg_after"], "date": C.now_iso(), "git": C.git_revision()}
-            out.mkdir(parents=True, exist_ok=True)
-            (out / "bench_speed.json").write_text(json.dumps(info, indent=1, default=str))
-        else:
-            print(f"{label}: cached ({info['date']}, git {info['git']})", flush=True)
-        return info["run"]["model_dir"], info
-
-    def train_all(self, needed: Dict[str, set]) -> Dict[str, Dict[str, str]]:
-        """Our and the peers' models that ``needed`` names, trained or from the cache."""
-        a = self.args
-        code = C.code_fingerprint("spacy_structperc")
-        models: Dict[str, Dict[str, str]] = {"structperc": {}, "spacy": {}}
-        for key, (config, dataset) in OURS_TRAINED.items():
-            if key not in needed["structperc"]:
+def train_all(run: S.SpeedRun, needed: Dict[str, set], paths: Dict[str, str]) -> Dict[str, Dict[str, str]]:
+    """Our and the peers' models that ``needed`` names, trained or from the cache."""
+    a = run.args
+    code = C.code_fingerprint("spacy_structperc")
+    models: Dict[str, Dict[str, str]] = {OURS: {}, "spacy": {}}
+    for key, (config, dataset) in OURS_TRAINED.items():
+        if key not in needed[OURS]:
+            continue
+        fp = {"config": (CONFIGS / config).read_text(), "code": code, "epochs": a.epochs, "quick": a.quick}
+        extra = {}
+        if key == "clauses":
+            if CLAUSES_SOURCE not in models[OURS]:
                 continue
-            fp = {"config": (CONFIGS / config).read_text(), "code": code, "epochs": a.epochs, "quick": a.quick}
-            extra = {}
-            if key == "clauses":
-                if CLAUSES_SOURCE not in models["structperc"]:
-                    continue
-                extra["source"] = fp["source"] = models["structperc"][CLAUSES_SOURCE]
-            got = self.trained("structperc", key, "train_ours", fp, epochs=a.epochs, quick=a.quick, **extra)
-            if got:
-                models["structperc"][key] = got[0]
-                self._train_rows("structperc", f"train {config}" + (f", {a.epochs} epochs" if a.epochs else ""),
-                                 dataset, got[1])
-        import importlib.metadata as md
+            extra["source"] = fp["source"] = models[OURS][CLAUSES_SOURCE]
+        got = run.trained(OURS, key, "train_ours", fp, paths=paths, epochs=a.epochs, quick=a.quick, **extra)
+        if got:
+            models[OURS][key] = got[0]
+            run.train_rows(OURS, f"train {config}" + (f", {a.epochs} epochs" if a.epochs else ""), dataset, got[1])
+    import importlib.metadata as md
 
-        for key, (pipeline, dataset) in PEERS_TRAINED.items():
-            if key not in needed["spacy"]:
-                continue
-            fp = {"pipeline": pipeline, "spacy": md.version("spacy"), "steps": a.spacy_max_steps, "quick": a.quick}
-            got = self.trained("spacy", key, "train_peer", fp, max_steps=a.spacy_max_steps, quick=a.quick)
-            if got:
-                models["spacy"][key] = got[0]
-                self._train_rows("spacy", f"train {pipeline} on {dataset}, efficiency cfg, "
-                                 f"{got[1]['run'].get('steps')} steps", dataset, got[1])
-        return models
-
-    def _train_rows(self, system: str, setting: str, dataset: str, info: Dict[str, Any]) -> None:
-        # What names the model whatever its epochs or steps: "train parser.cfg", "train ner on conll2000,"
-        self.train_prefixes.append(setting.split(", ")[0] + ("," if system == "spacy" else ""))
-        self.add(system, setting, dataset, {"train_seconds": info["run"]["seconds"],
-                                            "train_peak_rss_mb": info["peak_rss_mb"]})
-        self.details[f"{system} | {setting}"] = {k: info[k] for k in ("run", "date", "git", "load_avg_before",
-                                                                        "load_avg_after")}
-
-    def measure(self, system: str, setting: str, dataset: str, model_dir: str,
-                paired: Optional[Dict[str, Any]] = None) -> None:
-        a, plugin = self.args, system == "structperc"
-        loads = []
-        for i in range(a.load_repeats):
-            res = self.job(f"load {system} {setting} ({i + 1})", "measure_load", model_dir=model_dir, plugin=plugin)
-            if res:
-                loads.append(res)
-        speed = self.job(f"speed {system} {setting}", "measure_speed", model_dir=model_dir, dataset=dataset,
-                         paths=self.paths, repeats=a.repeats, plugin=plugin, profile=plugin and not a.no_profile,
-                         limit=QUICK["test"] if a.quick else 0)
-        metrics: Dict[str, Any] = {}
-        if loads:
-            best = min(loads, key=lambda r: r["metrics"]["load_seconds"])
-            metrics.update(load_seconds=best["metrics"]["load_seconds"],
-                           import_seconds=min(r["metrics"]["import_seconds"] for r in loads),
-                           rss_after_load_mb=statistics.median(r["metrics"]["rss_after_load_mb"] for r in loads))
-        metrics.update(disk_rows(Path(model_dir)))
-        details: Dict[str, Any] = {"model_dir": model_dir,
-                                   "loads": [{**r["metrics"], "load_avg": r["load_avg_before"]} for r in loads]}
-        if speed:
-            metrics.update({("predict_peak_rss_mb" if k == "peak_rss_mb" else k): v
-                            for k, v in speed["metrics"].items()})
-            details.update(speed["details"], load_avg_before=speed["load_avg_before"],
-                           load_avg_after=speed["load_avg_after"])
-            metrics["load_avg"] = speed["load_avg_before"]
-        if paired:
-            details["alone"] = {k: metrics.get(k) for k in paired["metrics"]}
-            details["paired"] = paired["details"]
-            metrics.update(paired["metrics"])
-        self.add(system, setting, dataset, metrics)
-        self.details[f"{system} | {setting}"] = details
+    for key, (pipeline, dataset) in PEERS_TRAINED.items():
+        if key not in needed["spacy"]:
+            continue
+        fp = {"pipeline": pipeline, "spacy": md.version("spacy"), "steps": a.spacy_max_steps, "quick": a.quick}
+        got = run.trained("spacy", key, "train_peer", fp, paths=paths, max_steps=a.spacy_max_steps, quick=a.quick)
+        if got:
+            models["spacy"][key] = got[0]
+            run.train_rows("spacy", f"train {pipeline} on {dataset}, efficiency cfg, "
+                           f"{got[1]['run'].get('steps')} steps", dataset, got[1])
+    return models
 
 
 def parse_args(argv=None):
@@ -622,62 +361,34 @@ def parse_args(argv=None):
 def main(argv=None) -> int:
     args = parse_args(argv)
     root = (args.data_root or C.default_data_root()).resolve()
-    work = args.work_dir.resolve()
-    results_dir = (args.results_dir or (work / "quick-results" if args.quick else C.RESULTS_DIR)).resolve()
-    run_dir = work / "runs" / ("quick" if args.quick else "full") / COMPONENT
     tasks = list(TASKS) if not args.only else [t.strip() for t in args.only.split(",")]
     unknown = [t for t in tasks if t not in TASKS]
     if unknown:
         raise SystemExit(f"unknown task(s) {unknown}; choose from {list(TASKS)}")
-    command = "python benchmarks/bench_speed.py " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
-    t0 = time.time()
-    run = Run(args, prepare_data(root, work, args.quick), run_dir)
-    needed: Dict[str, set] = {"structperc": set(), "spacy": set()}
-    build: Dict[str, List[str]] = {"structperc": [], "spacy": []}
-    for task in tasks:
-        for system, key in zip(("structperc", "spacy"), TASKS[task][1:]):
-            if key in BUILT_FROM[system]:
-                build[system].append(key)
-                needed[system].update(BUILT_FROM[system][key])
-            else:
-                needed[system].add(key)
-    models = run.train_all(needed)
-    for system, kind in (("structperc", "ours"), ("spacy", "spacy")):
-        which = [k for k in build[system] if all(m in models[system] for m in BUILT_FROM[system][k])]
-        if which:
-            res = run.job(f"assemble {system} {', '.join(which)}", "assemble", kind=kind, models=models[system],
-                          out_dir=str(run_dir / "assembled" / system), which=which)
-            if res:
-                models[system].update(res["built"])
-    ours, peers = models["structperc"], models["spacy"]
+    run = S.SpeedRun(COMPONENT, __file__, args, argv, OURS)
+    paths = prepare_data(root, run.work_dir, args.quick)
+    needed, build = S.plan({OURS: [TASKS[t][1] for t in tasks], "spacy": [TASKS[t][2] for t in tasks]}, BUILT_FROM)
+    models = train_all(run, needed, paths)
+    run.assemble(models, build, BUILT_FROM)
+    ours, peers = models[OURS], models["spacy"]
+    limit = QUICK["test"] if args.quick else 0
     for task in tasks:
         dataset, our_key, peer_key = TASKS[task]
+        speed = dict(dataset=dataset, paths=paths, repeats=args.repeats, limit=limit)
         pair = None
         if our_key in ours and peer_key in peers:
             pair = run.job(f"paired speed {task}", "measure_speed_pair", our_dir=ours[our_key],
-                           peer_dir=peers[peer_key], dataset=dataset, paths=run.paths, repeats=args.repeats,
-                           limit=QUICK["test"] if args.quick else 0)
+                           peer_dir=peers[peer_key], dataset=dataset, paths=paths, repeats=args.repeats, limit=limit)
         if our_key in ours:
-            run.measure("structperc", f"{task} (ours" + (f", {args.epochs} epochs)" if args.epochs else ")"),
-                        dataset, ours[our_key], paired=pair and pair["ours"])
+            run.measure(OURS, f"{task} (ours" + (f", {args.epochs} epochs)" if args.epochs else ")"), dataset,
+                        ours[our_key], dict(speed, profile=not args.no_profile), paired=pair and pair["ours"])
         if peer_key in peers:
             run.measure("spacy", f"{task} (efficiency cfg, at most {args.spacy_max_steps} steps)", dataset,
-                        peers[peer_key], paired=pair and pair["peer"])
-    # A re-run replaces the rows of the tasks it measured and the training rows of the models it
+                        peers[peer_key], dict(speed, profile=False), paired=pair and pair["peer"])
+    # A re-run replaces the rows of the tasks it asked for and the training rows of the models it
     # used (trained or cached: "train parser.cfg..." or "train ner on conll2000, ..."); others stay.
-    measured = set(tasks)
-
-    def replaced(row: Dict[str, Any]) -> bool:
-        if row["setting"].startswith("train "):
-            return any(row["setting"].startswith(p) for p in run.train_prefixes)
-        return row["setting"].rsplit(" (", 1)[0] in measured
-
-    C.save_results(results_dir / f"{COMPONENT}.json", COMPONENT, run.rows, run.details,
-                   replace=replaced, drop_detail=lambda k: replaced({"setting": k.split(" | ", 1)[-1]}),
-                   errors=run.errors, command=command, quick=args.quick,
-                   code=args.code or f"git {C.git_revision()}", notes=NOTES)
-    print(f"done in {time.time() - t0:.0f}s", flush=True)
-    return 1 if run.errors else 0
+    run.measured = set(tasks)
+    return run.finish(code=args.code or f"git {C.git_revision()}", notes=NOTES)
 
 
 if __name__ == "__main__":
