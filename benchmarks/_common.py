@@ -265,18 +265,24 @@ def count_tokens(docs: Iterable) -> int:
     return sum(len(d) for d in docs)
 
 
-def score_token_attrs(pred_docs: Sequence, gold_docs: Sequence, attrs: Sequence[str]) -> Dict[str, float]:
-    """``Scorer.score_token_attr`` over ``Example(predicted, gold)`` for each attr ("tag", "pos",
-    "lemma", ...). Returns e.g. ``{"tag_acc": 0.95}`` as fractions."""
-    from spacy.scorer import Scorer
+def examples(pred_docs: Sequence, gold_docs: Sequence) -> list:
+    """``Example(predicted, gold)`` of each pair, for spaCy's scorers; the two lists must match."""
     from spacy.training import Example
 
     if len(pred_docs) != len(gold_docs):
         raise ValueError(f"{len(pred_docs)} predicted docs for {len(gold_docs)} gold docs")
-    examples = [Example(p, g) for p, g in zip(pred_docs, gold_docs)]
+    return [Example(p, g) for p, g in zip(pred_docs, gold_docs)]
+
+
+def score_token_attrs(pred_docs: Sequence, gold_docs: Sequence, attrs: Sequence[str]) -> Dict[str, float]:
+    """``Scorer.score_token_attr`` over ``examples(pred_docs, gold_docs)`` for each attr ("tag",
+    "pos", "lemma", ...). Returns e.g. ``{"tag_acc": 0.95}`` as fractions."""
+    from spacy.scorer import Scorer
+
+    pairs = examples(pred_docs, gold_docs)
     scores: Dict[str, float] = {}
     for attr in attrs:
-        scores.update(Scorer.score_token_attr(examples, attr))
+        scores.update(Scorer.score_token_attr(pairs, attr))
     return scores
 
 

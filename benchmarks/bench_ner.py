@@ -149,19 +149,14 @@ def _docs(ds: Dict[str, Any], which: str, limit: int, vocab):
     eng.train), "dev" (CoNLL eng.testa, JNLPBA the held-out sentences) or "test"."""
     from spacy_structperc.readers import ner_docs
 
-    kw = {"reader": ds["reader"], "limit": limit, "pos": ds["pos"]}
-    if which == "train":
-        return ner_docs(vocab, ds["paths"]["train"], part="all", **kw)
+    paths, kw = ds["paths"], {"reader": ds["reader"], "limit": limit, "pos": ds["pos"]}
+    held = {} if paths["dev"] else {"heldout": HELDOUT}  # no dev file: the last training sentences
+    if which in ("train", "test"):
+        return ner_docs(vocab, paths[which], part="all", **kw)
     if which == "tune_train":
-        if ds["paths"]["dev"]:
-            return ner_docs(vocab, ds["paths"]["train"], part="all", **kw)
-        return ner_docs(vocab, ds["paths"]["train"], part="train", heldout=HELDOUT, **kw)
+        return ner_docs(vocab, paths["train"], part="train" if held else "all", **held, **kw)
     if which == "dev":
-        if ds["paths"]["dev"]:
-            return ner_docs(vocab, ds["paths"]["dev"], part="all", **kw)
-        return ner_docs(vocab, ds["paths"]["train"], part="heldout", heldout=HELDOUT, **kw)
-    if which == "test":
-        return ner_docs(vocab, ds["paths"]["test"], part="all", **kw)
+        return ner_docs(vocab, paths["dev"] or paths["train"], part="heldout" if held else "all", **held, **kw)
     raise ValueError(f"unknown split {which!r}")
 
 
@@ -171,19 +166,12 @@ def _inputs(gold_docs, vocab, pos: bool):
     return [ner_predicted_copy(vocab, d, pos=pos) for d in gold_docs]
 
 
-def _score(pred_docs, gold_docs) -> Dict[str, Any]:
+def _score(pred_docs, gold_docs):
+    """(ents_f/p/r for rows, per-type scores for the details)."""
     from spacy.scorer import Scorer
-    from spacy.training import Example
 
-    if len(pred_docs) != len(gold_docs):
-        raise ValueError(f"{len(pred_docs)} predicted docs for {len(gold_docs)} gold docs")
-    s = Scorer.score_spans([Example(p, g) for p, g in zip(pred_docs, gold_docs)], "ents")
-    return {k: s[k] for k in ("ents_f", "ents_p", "ents_r", "ents_per_type")}
-
-
-def _split_scores(scores: Dict[str, Any]):
-    """(metrics for rows, per-type scores for the details)."""
-    return ({k: v for k, v in scores.items() if k != "ents_per_type"}, scores.get("ents_per_type"))
+    s = Scorer.score_spans(C.examples(pred_docs, gold_docs), "ents")
+    return {k: s[k] for k in ("ents_f", "ents_p", "ents_r")}, s.get("ents_per_type")
 
 
 def _time_pipe(nlp, gold_docs, repeats: int, pos: bool):
@@ -218,7 +206,7 @@ def run_structperc(ds: Dict[str, Any], config: Dict[str, Any], epochs: int, limi
 
     train_seconds = C.train_epochs(nlp, examples, epochs, seed=seed, before=before, after=after)
     preds, wps, seconds = _time_pipe(nlp, eval_gold, predict_repeats, ds["pos"])
-    metrics, per_type = _split_scores(_score(preds, eval_gold))
+    metrics, per_type = _score(preds, eval_gold)
     metrics.update({"train_seconds": train_seconds, "predict_wps": wps})
     return {"metrics": metrics,
             "details": {"config": config, "epochs": epochs, "resets_at_pass": resets,
@@ -307,7 +295,7 @@ def run_crfsuite(ds: Dict[str, Any], out_dir: str, params: Dict[str, Any], limit
     gold = _docs(ds, "test", limits.get("test", 0), vocab)
     preds, best = C.crf_tag(out / "ner.crfsuite", lambda: _inputs(gold, vocab, ds["pos"]), featurize, write,
                             repeats=predict_repeats)
-    metrics, per_type = _split_scores(_score(preds, gold))
+    metrics, per_type = _score(preds, gold)
     metrics.update({"train_seconds": train_seconds, "predict_wps": C.count_tokens(gold) / best})
     return {"setting": C.crf_setting(params), "metrics": metrics,
             "details": {"params": params, "ents_per_type": per_type, "predict_seconds": best,
@@ -329,15 +317,14 @@ def run_spacy_ner(ds: Dict[str, Any], out_dir: str, max_steps: int, limits: Dict
         sizes[name] = len(docs)
     run = C.train_spacy_peer(out, "ner", out / "train.spacy", out / "dev.spacy", max_steps=max_steps,
                              extra_overrides=extra_overrides)
-    overrides = run["overrides"]
     print(f"[spacy_ner] {run['steps']} steps in {run['seconds']:.0f}s", flush=True)
     ner = spacy.load(run["model_dir"])
     gold = _docs(ds, "test", limits.get("test", 0), ner.vocab)
     preds, wps, seconds = _time_pipe(ner, gold, predict_repeats, ds["pos"])
-    metrics, per_type = _split_scores(_score(preds, gold))
+    metrics, per_type = _score(preds, gold)
     metrics.update({"train_seconds": run["seconds"], "predict_wps": wps})
     return {"setting": f"efficiency cfg, {run['steps']} steps", "metrics": metrics,
-            "details": {"train": run, "overrides": overrides, "predict_seconds": seconds,
+            "details": {"train": run, "overrides": run["overrides"], "predict_seconds": seconds,
                         "docs": sizes, "ents_per_type": per_type}}
 
 
@@ -375,10 +362,6 @@ def main(argv=None) -> int:
     if bench is None:
         return 0
     limits = dict(QUICK_LIMITS) if args.quick else {}
-
-    def epochs_of(s):
-        return args.epochs or (QUICK_EPOCHS if args.quick else s["epochs"])
-
     systems, ours_settings = C.parse_only(args.only, SYSTEMS, OURS)
     spacy_steps = args.spacy_max_steps or (QUICK_SPACY_STEPS if args.quick else SPACY_MAX_STEPS)
     jobs = []
@@ -388,8 +371,9 @@ def main(argv=None) -> int:
         if OURS in systems:
             for s in STRUCTPERC_SETTINGS[dataset]:
                 if ours_settings is None or s["setting"] in ours_settings:
+                    epochs = args.epochs or (QUICK_EPOCHS if args.quick else s["epochs"])
                     jobs.append(C.Job(f"{dataset} | {OURS} | {s['setting']}", OURS, "run_structperc",
-                                      dict(common, config=s["config"], epochs=epochs_of(s)),
+                                      dict(common, config=s["config"], epochs=epochs),
                                       setting=s["setting"], dataset=dataset))
         if "crfsuite" in systems:
             params = dict(CRF_PARAMS)
