@@ -60,6 +60,15 @@ LEVERS: Dict[str, List[str]] = {
     # tsuruoka2011 Table 4 on top of exploration: does lookahead help such a parser?
     "arc-hybrid, dynamic oracle, explore 0.9 after 2 passes, lookahead 1":
         DYNAMIC + ["--components.parser.explore_after", "2", "--components.parser.lookahead_depth", "1"],
+    # tsuruoka2011's margin perceptron, as the tagger uses it (margin 40).
+    "margin 10": ["--components.parser.margin", "10.0"],
+    "margin 40": ["--components.parser.margin", "40.0"],
+    # Koo, Carreras and Collins (2008): cluster-prefix pairs along the arcs a transition makes.
+    "cluster pairs": ["--components.parser.model.features.cluster_pairs", "true"],
+    # Candidates for the accurate setting: beam search with Zhang and Nivre's non-local features.
+    "beam 8, label sets, upos": ["--components.parser.decoder", "beam", "--components.parser.beam_width", "8",
+                                 "--components.parser.model.features.label_sets", "true",
+                                 "--components.parser.model.features.upos", "true"],
 }
 LEVER_EPOCHS = 6
 QUICK_LIMITS = {"train": 800, "dev": 200, "test": 300}

@@ -14,7 +14,8 @@ from ..atoms import template
 
 def parser_templates(word: str = "lower", third_order: bool = True, valency: bool = True,
                      distance: bool = True, queue: int = 3, clusters: bool = False,
-                     arc_hybrid: bool = False, upos: bool = False, label_sets: bool = False) -> List[dict]:
+                     arc_hybrid: bool = False, upos: bool = False, label_sets: bool = False,
+                     cluster_pairs: bool = False) -> List[dict]:
     """Zhang & Nivre (2011) features for labelled arc-standard parsing.
 
     word: the atom used as the word form (lower or orth). third_order adds the second-leftmost /
@@ -26,6 +27,9 @@ def parser_templates(word: str = "lower", third_order: bool = True, valency: boo
     the universal POS (token.pos_, which the tagger predicts with pos = "predict") of the stack,
     queue and children, alone and in pairs: it tells AUX from VERB and SCONJ from ADP, which
     the fine tags do not, and which UD's labels (aux / cop, mark / case) follow.
+    cluster_pairs (with clusters) adds Koo, Carreras & Collins (2008)'s cluster features: 4- and
+    6-bit prefixes of the words an arc would join (s0 with s1, s0 with q0, a word with its
+    nearest children) conjoined with each other and with the other word's tag.
     """
     w, t = word, "tag"
     T = [template("bias")]
@@ -161,6 +165,25 @@ def parser_templates(word: str = "lower", third_order: bool = True, valency: boo
         add("s0c6,s1c6", ("s0", "c6"), ("s1", "c6"))
         add("s0c,s1t", ("s0", "cluster"), ("s1", t))
         add("s0t,s1c", ("s0", t), ("s1", "cluster"))
+        if cluster_pairs:
+            for pos in ("s0", "s1", "q0"):
+                add(f"{pos}c4", (pos, "c4"))
+            add("q1c6", ("q1", "c6"))
+            add("s0c4,s1c4", ("s0", "c4"), ("s1", "c4"))
+            add("s0c6,s1t", ("s0", "c6"), ("s1", t))
+            add("s0t,s1c6", ("s0", t), ("s1", "c6"))
+            add("s0c4,s1t", ("s0", "c4"), ("s1", t))
+            add("s0t,s1c4", ("s0", t), ("s1", "c4"))
+            add("s0c6,q0c6", ("s0", "c6"), ("q0", "c6"))
+            add("s0c6,q0t", ("s0", "c6"), ("q0", t))
+            add("s0t,q0c6", ("s0", t), ("q0", "c6"))
+            add("s1c6,s0c6,q0t", ("s1", "c6"), ("s0", "c6"), ("q0", t))
+            for child in ("s0l", "s0r", "s1r"):
+                add(f"{child}c6", (child, "c6"))
+            add("s0c6,s0lt", ("s0", "c6"), ("s0l", t))
+            add("s0t,s0lc6", ("s0", t), ("s0l", "c6"))
+            add("s1c6,s1rt", ("s1", "c6"), ("s1r", t))
+            add("s1t,s1rc6", ("s1", t), ("s1r", "c6"))
     return T
 
 
@@ -177,7 +200,8 @@ def parser_atoms(templates: Sequence[dict]) -> List[str]:
 @registry.misc("spacy-structperc.parser_features.v1")
 def parser_features(word: str = "lower", third_order: bool = True, valency: bool = True,
                     distance: bool = True, queue: int = 3, clusters: bool = False,
-                    arc_hybrid: bool = False, upos: bool = False, label_sets: bool = False) -> List[dict]:
+                    arc_hybrid: bool = False, upos: bool = False, label_sets: bool = False,
+                    cluster_pairs: bool = False) -> List[dict]:
     """Zhang & Nivre (2011) templates for arc-standard parsing: words and tags of s0-s2 and
     q0-q2, children of s0 and s1 with their labels, distance and valency. Tags are read from
     token.tag_, so an upstream tagger (or gold tags) must set them.
@@ -187,6 +211,7 @@ def parser_features(word: str = "lower", third_order: bool = True, valency: bool
     arc_hybrid: q0's left children (for the parser's transition_system "arc-hybrid").
     upos: universal POS features (token.pos_: a tagger with pos = "predict" goes first).
     label_sets: the label sets of s0's and s1's children (Zhang & Nivre 2011).
+    cluster_pairs: with clusters, Koo et al. (2008)'s cluster-prefix pairs along candidate arcs.
     """
     return parser_templates(word, third_order, valency, distance, queue, clusters, arc_hybrid, upos,
-                            label_sets)
+                            label_sets, cluster_pairs)

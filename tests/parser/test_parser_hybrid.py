@@ -154,3 +154,23 @@ def test_exploration_learns_from_partial_trees():
             continue
         known = [i for i, t in enumerate(eg.reference) if t.dep_]
         assert [doc[i].head.i for i in known] == [heads[i] for i in known]
+
+
+def test_cluster_pairs_read_the_clusters_of_the_words_an_arc_joins():
+    """cluster_pairs (Koo et al. 2008) adds templates only with clusters, every one reading a
+    cluster prefix, and a parser trained with them learns the trees and predicts alike through
+    nlp() and nlp.pipe."""
+    from spacy_structperc.parser.features import parser_templates
+    base = {t["name"] for t in parser_templates(clusters=True)}
+    pairs = [t for t in parser_templates(clusters=True, cluster_pairs=True) if t["name"] not in base]
+    assert pairs and all(any(what in ("c4", "c6") for _, what in t["parts"]) for t in pairs)
+    assert parser_templates(cluster_pairs=True) == parser_templates()
+    config = {"model": {"@architectures": "spacy-structperc.ParserPerceptron.v1",
+                        "features": {"@misc": "spacy-structperc.parser_features.v1",
+                                     "clusters": True, "cluster_pairs": True}}}
+    nlp, parser = train(config, epochs=30)
+    assert any(name.startswith("s0c6,q0") for name in (t["name"] for t in parser.model.template_specs))
+    docs = [doc_of(nlp, w, t) for w, t, _, _ in TRAIN_DATA]
+    one = [[(tok.head.i, tok.dep_) for tok in nlp(doc_of(nlp, w, t))] for w, t, _, _ in TRAIN_DATA]
+    assert [[(tok.head.i, tok.dep_) for tok in d] for d in nlp.pipe(docs)] == one
+    assert [[h for h, _ in p] for p in one] == [h for _, _, h, _ in TRAIN_DATA]
