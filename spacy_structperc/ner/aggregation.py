@@ -4,6 +4,10 @@ The first stage decodes a Doc without these atoms; the second decodes it again w
 first said about the other occurrences of each word (lower-cased) in the same Doc:
 - agg: the entity types (or O) the first stage gave the word's other occurrences, as a set;
 - aggp: the same for its earlier occurrences only (the extended prediction history).
+With the component's aggregate = "entities", a word whose other occurrences are all O has no
+such atom: only what the first stage found as entities is passed on. A window whose tokens then
+have no stage atom at all decodes in the second stage exactly as in the first, so it is not
+decoded again (most sentences of a text), which makes the second stage cheap.
 A Doc is on its own: its atoms are the same in any batch, so nlp(), nlp.pipe and
 nlp.pipe(n_process=2) agree. A Doc of a whole text gives the most; a sentence, little.
 """
@@ -27,10 +31,11 @@ def _value(name: str, mask: int) -> int:
 
 
 def stage_atoms(words: numpy.ndarray, classes: numpy.ndarray, offsets: numpy.ndarray,
-                names: Sequence[str]) -> List[numpy.ndarray]:
+                names: Sequence[str], entities_only: bool = False) -> List[numpy.ndarray]:
     """The atoms `names` (of STAGE_ATOMS) of a batch whose Doc k is rows offsets[k]:offsets[k+1]:
     `words` identifies a token's word (its lower-cased form), `classes` are the first stage's
-    BIO classes (0 = O, 1 + 2t = B of type t, 2 + 2t = I of type t)."""
+    BIO classes (0 = O, 1 + 2t = B of type t, 2 + 2t = I of type t). With `entities_only`, a
+    set without an entity type (the word's other occurrences all O) is no atom (0)."""
     n = len(words)
     out = {name: numpy.zeros((n,), dtype=numpy.uint64) for name in names}
     if n == 0:
@@ -54,7 +59,7 @@ def stage_atoms(words: numpy.ndarray, classes: numpy.ndarray, offsets: numpy.nda
         group = numpy.empty((n,), dtype=numpy.int64)
         group[order] = group_sorted
         masks = ((counts[group] - onehot) > 0) @ weights
-        out["agg"] = _column("agg", masks)
+        out["agg"] = _column("agg", _entities(masks) if entities_only else masks)
     if "aggp" in out:
         cum = numpy.cumsum(onehot[order], axis=0)
         starts = numpy.flatnonzero(new)
@@ -63,8 +68,13 @@ def stage_atoms(words: numpy.ndarray, classes: numpy.ndarray, offsets: numpy.nda
         prev = before - before[starts][group_sorted]   # counts of the group's earlier tokens
         masks = numpy.empty((n,), dtype=numpy.int64)
         masks[order] = (prev > 0) @ weights
-        out["aggp"] = _column("aggp", masks)
+        out["aggp"] = _column("aggp", _entities(masks) if entities_only else masks)
     return [out[name] for name in names]
+
+
+def _entities(masks: numpy.ndarray) -> numpy.ndarray:
+    """`masks` with the sets holding O alone (bit 0) made empty."""
+    return numpy.where(masks == 1, 0, masks)
 
 
 # Masks below this are looked up in a table as long (no sort): up to 12 types and O.

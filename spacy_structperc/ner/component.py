@@ -56,6 +56,8 @@ from .aggregation import STAGE_ATOMS, stage_atoms
 from .model import NerPerceptronModel
 
 GAZETTEER_BLOCK = "gazetteers"
+# What two-stage aggregation passes on (aggregation.py): every label, or the entity types only.
+AGGREGATE = ("all", "entities")
 
 
 def extra_templates(sources: Sequence[str], two_stage: bool) -> List[dict]:
@@ -96,8 +98,9 @@ class LatentEntityRecognizer(BIOLabels, SequenceLabeller):
     def __init__(self, vocab: Vocab, model: PerceptronModel, name: str = "ner", *, n_latent: int = 4,
                  order: int = 1, reset_every: int = 4, init_scale: float = 0.01, seed: int = 0,
                  scheme: str = "bio", gazetteers: Sequence[str] = (), gazetteer_folds: int = 10,
-                 two_stage: bool = False, scorer=None):
+                 two_stage: bool = False, aggregate: str = "all", scorer=None):
         _choice(name, "scheme", scheme, encoding.SCHEMES)
+        _choice(name, "aggregate", aggregate, AGGREGATE)
         gazetteers = list(gazetteers)
         for source in gazetteers:
             if source not in gaz.SOURCES:
@@ -118,7 +121,7 @@ class LatentEntityRecognizer(BIOLabels, SequenceLabeller):
         super().__init__(vocab, model, name, decoder="viterbi", order=order, scorer=scorer,
                          n_latent=n_latent, reset_every=reset_every, init_scale=float(init_scale),
                          seed=seed, scheme=scheme, gazetteers=gazetteers, gazetteer_folds=gazetteer_folds,
-                         two_stage=bool(two_stage))
+                         two_stage=bool(two_stage), aggregate=aggregate)
         # Only exact latent Viterbi applies: drop the other decoders' settings.
         for key in ("decoder", "lookahead_depth", "beam_width", "update", "margin", "direction"):
             self.cfg.pop(key, None)
@@ -168,6 +171,9 @@ class LatentEntityRecognizer(BIOLabels, SequenceLabeller):
         # A cfg saved before the scheme setting existed is that of a BIO model.
         if "cfg" in staged and "scheme" not in staged["cfg"]:
             staged["cfg"] = dict(staged["cfg"], scheme="bio")
+        # And one saved before the aggregate setting, a two-stage model aggregating every label.
+        if "cfg" in staged and "aggregate" not in staged["cfg"]:
+            staged["cfg"] = dict(staged["cfg"], aggregate="all")
         # The gazetteer block read with this load (from_bytes / from_disk), checked already.
         gazetteer = self.__dict__.pop("_staged_gazetteer", None)
         fields = staged.get("model")
@@ -260,7 +266,8 @@ class LatentEntityRecognizer(BIOLabels, SequenceLabeller):
         names = list(columns)
         words = atoms[:, self._word_column] if self._word_column is not None else numpy.zeros((len(atoms),), numpy.uint64)
         atoms = atoms.copy()
-        for name, column in zip(names, stage_atoms(words, classes, offsets, names)):
+        entities_only = self.cfg.get("aggregate", "all") == "entities"
+        for name, column in zip(names, stage_atoms(words, classes, offsets, names, entities_only)):
             atoms[:, columns[name]] = column
         return atoms
 
@@ -279,7 +286,21 @@ class LatentEntityRecognizer(BIOLabels, SequenceLabeller):
         prepared = self._prepare(list(docs))
         first = self._decode_prepared(prepared)
         atoms = self._stage_columns(prepared.atoms.atoms, first.classes, first.offsets)
-        return self._decode_prepared(prepared._replace(atoms=prepared.atoms._replace(atoms=atoms)))
+        # A window without any stage atom would decode exactly as in the first stage: only the
+        # others are decoded again, and their kept rows replace the first stage's.
+        windows = prepared.windows
+        staged = numpy.zeros((len(atoms) + 1,), dtype=numpy.int64)
+        staged[1:] = numpy.cumsum(atoms[:, list(self.model.atoms.stage_columns.values())].any(axis=1))
+        again = windows[staged[windows[:, 1]] > staged[windows[:, 0]]]
+        if not len(again):
+            return first
+        second = self._decode_prepared(prepared._replace(atoms=prepared.atoms._replace(atoms=atoms),
+                                                         windows=numpy.ascontiguousarray(again)))
+        edges = numpy.zeros((len(atoms) + 1,), dtype=numpy.int64)
+        numpy.add.at(edges, again[:, 2], 1)
+        numpy.add.at(edges, again[:, 3], -1)
+        keep = numpy.cumsum(edges[:-1]) > 0   # the kept rows of the windows decoded again
+        return BatchClasses(numpy.where(keep, second.classes, first.classes), first.offsets, first.extra)
 
     # Decoding ----------------------------------------------------------------------------------
 

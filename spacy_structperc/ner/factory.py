@@ -39,13 +39,15 @@ history = 1
         "gazetteers": [],
         "gazetteer_folds": 10,
         "two_stage": False,
+        "aggregate": "all",
         "scorer": {"@scorers": "spacy.ner_scorer.v1"},
     },
     default_score_weights={"ents_f": 1.0, "ents_p": 0.0, "ents_r": 0.0, "ents_per_type": None},
 )
 def make_ner(nlp: Language, name: str, model: PerceptronModel, n_latent: int, order: int,
              reset_every: int, init_scale: float, seed: int, scheme: str, gazetteers: List[str],
-             gazetteer_folds: int, two_stage: bool, scorer: Optional[Callable]) -> LatentEntityRecognizer:
+             gazetteer_folds: int, two_stage: bool, aggregate: str,
+             scorer: Optional[Callable]) -> LatentEntityRecognizer:
     """A named-entity recognizer: the latent-variable perceptron of sun2009, writing doc.ents.
 
     Entities already on the Doc (an entity_ruler placed before it) are kept as constraints, as
@@ -69,6 +71,9 @@ def make_ner(nlp: Language, name: str, model: PerceptronModel, n_latent: int, or
     gazetteer_folds: the folds of the jackknife: a training Doc sees the entities of the others.
     two_stage: decode twice, the second time with the first stage's entity types of each word's
         other occurrences in the Doc (Ratinov and Roth 2009 §5); meant for Docs of whole texts.
+    aggregate: what the second stage sees of the other occurrences: "all" (their labels, O
+        included) or "entities" (their entity types; a word found only as O elsewhere has no
+        stage feature, and a window without any is not decoded again).
     scorer: ents_p/r/f and ents_per_type (spacy.ner_scorer.v1).
     """
     return build_pipe(LatentEntityRecognizer, **locals())

@@ -110,8 +110,11 @@ def test_the_second_stage_reads_the_first_stages_labels_of_other_occurrences(tra
     for (name, j), column in zip(columns.items(), expected):
         assert not atoms1[:, j].any()
         assert numpy.array_equal(atoms2[:, j], column) and column.any()
-    assert numpy.array_equal(result.classes, second)
     monkeypatch.undo()
+    # The second stage decodes every window again: the same classes as predict's.
+    prepared = ner._prepare(docs)
+    staged = prepared._replace(atoms=prepared.atoms._replace(atoms=atoms2))
+    assert numpy.array_equal(result.classes, ner._decode_prepared(staged).classes)
     assert ents_of(trained(docs[0])) == [(0, 1, "PER"), (4, 5, "PER")]
 
 
@@ -138,3 +141,57 @@ def test_a_saved_two_stage_model_reloads_to_identical_output(trained, tmp_path):
     loaded = spacy.load(tmp_path / "nlp")
     assert loaded.get_pipe("structperc_ner").two_stage
     assert [ents_of(d) for d in loaded.pipe(docs_of(loaded))] == expected
+
+
+@settings(max_examples=100, deadline=None)
+@given(batches())
+def test_with_entities_only_a_word_found_only_as_O_elsewhere_has_no_stage_atom(batch):
+    words, classes, offsets = batch
+    every = stage_atoms(words, classes, offsets, ["agg", "aggp"])
+    entities = stage_atoms(words, classes, offsets, ["agg", "aggp"], entities_only=True)
+    for name, a, e in zip(("agg", "aggp"), every, entities):
+        o_only = a == aggregation._value(name, 1)   # the set {O}
+        assert not e[o_only].any()
+        assert numpy.array_equal(e[~o_only], a[~o_only])
+
+
+@pytest.mark.parametrize("aggregate", ["all", "entities"])
+def test_windows_without_a_stage_atom_keep_the_first_stages_labels(aggregate, monkeypatch):
+    """predict decodes again only the windows with a stage atom; that equals decoding every
+    window again, and a batch whose windows have none is decoded once."""
+    nlp = trained_nlp(aggregate=aggregate)
+    ner = nlp.get_pipe("structperc_ner")
+    assert ner.cfg["aggregate"] == aggregate
+    # Sentences alone and whole texts, with and without repeated names.
+    docs = docs_of(nlp) + [doc_of(nlp.vocab, [(s, [])]) for sentences in TEXTS for s in sentences]
+    ner.begin_predict()   # the averaged weights, as predict uses
+    prepared = ner._prepare(docs)
+    first = ner._decode_prepared(prepared)
+    atoms = ner._stage_columns(prepared.atoms.atoms, first.classes, first.offsets)
+    full = ner._decode_prepared(prepared._replace(atoms=prepared.atoms._replace(atoms=atoms)))
+    calls = []
+    decode = ner._decode_prepared
+    monkeypatch.setattr(ner, "_decode_prepared", lambda p: calls.append(len(p.windows)) or decode(p))
+    assert numpy.array_equal(ner.predict(docs).classes, full.classes)
+    assert len(calls) == 2 and calls[1] < calls[0]
+    calls.clear()
+    plain = [doc_of(nlp.vocab, [("Troops left .", [])])]
+    ner.predict(plain)
+    assert calls == [1]
+
+
+def test_aggregate_is_checked_and_old_models_aggregate_every_label(trained, tmp_path):
+    nlp = spacy.blank("en")
+    with pytest.raises(ValueError, match="S008"):
+        nlp.add_pipe("structperc_ner", config={"aggregate": "some"})
+    ner = trained.get_pipe("structperc_ner")
+    data = ner.to_bytes()
+    del ner.cfg["aggregate"]   # as a model saved before the setting
+    old = ner.to_bytes()
+    ner.cfg["aggregate"] = "all"
+    fresh = spacy.blank("en").add_pipe("structperc_ner", config={"aggregate": "entities", "two_stage": True,
+                                                                 "model": WORDS_MODEL})
+    fresh.from_bytes(old)
+    assert fresh.cfg["aggregate"] == "all"
+    fresh.from_bytes(data)
+    assert fresh.cfg["aggregate"] == "all"
