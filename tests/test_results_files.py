@@ -1,10 +1,9 @@
 """Results files say where a run read and wrote relative to the checkout, never where the checkout
 was: no committed ``benchmarks/results/*.json`` holds an absolute path of the machine that ran it,
 and the benchmarks' writer makes the paths it is given relative."""
-import importlib.util
+import importlib
 import json
 import re
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,7 +12,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 RESULTS = sorted((REPO_ROOT / "benchmarks" / "results").glob("*.json"))
 
 # A "/" that starts a word (not "words/s", "sents_p/r/f" or "https://"), then at least two path
-# components. Kept apart from benchmarks/_common.py's ABSOLUTE_PATH on purpose: a change there must
+# components. Kept apart from benchmarks/_results.py's ABSOLUTE_PATH on purpose: a change there must
 # not loosen this check.
 ABSOLUTE = re.compile(r"(?<![\w.:/~<>%$-])/(?:[^\s/\"'`,;:()\[\]{}=|<>@\\]+/)+[^\s/\"'`,;:()\[\]{}=|<>@\\]*")
 # Paths every Linux machine has alike (/proc/stat, /usr/bin/time).
@@ -47,13 +46,11 @@ def test_no_results_file_holds_an_absolute_path(path):
 
 
 def test_the_results_writer_makes_paths_relative(tmp_path, monkeypatch):
-    spec = importlib.util.spec_from_file_location("bench_common", REPO_ROOT / "benchmarks" / "_common.py")
-    common = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, "bench_common", common)  # its dataclasses look themselves up
-    spec.loader.exec_module(common)
-    root = common.REPO_ROOT
-    row = common.make_row("structperc_tagger", "default", "tag_acc", 0.95, dataset="ud_en_ewt")
-    out = common.write_results(
+    monkeypatch.syspath_prepend(str(REPO_ROOT / "benchmarks"))  # as the scripts import it
+    results = importlib.import_module("_results")
+    root = results.REPO_ROOT
+    row = results.make_row("structperc_tagger", "default", "tag_acc", 0.95, dataset="ud_en_ewt")
+    out = results.write_results(
         tmp_path / "x.json", "tagger", [row],
         command=f"-m spacy train {root}/configs/tagger.cfg --output {root}/benchmarks/.work/run "
                 f"--paths.train {root.parent}/shared/data/ud_en_ewt/train.spacy",
