@@ -4,6 +4,7 @@ aggregation and document context, each against the same baseline, on the dev spl
     python benchmarks/bench_ner_features.py                      # every setting, 6 passes
     python benchmarks/bench_ner_features.py --settings "baseline;gazetteers train" --epochs 10
     python benchmarks/bench_ner_features.py --settings "new default" --split test
+    python benchmarks/bench_ner_features.py --settings "new default" --prune 0,0.5,1   # model size
 
 Each setting trains configs/ner.cfg with its overrides for a fixed number of passes (same seed)
 and scores the last model (model-last) on the split; settings that read documents train and
@@ -64,6 +65,22 @@ scores = nlp.evaluate(examples)
 print(json.dumps({"ents_f": scores["ents_f"], "per_type": {k: v["f"] for k, v in scores["ents_per_type"].items()}}))
 """
 
+# A trained model saved again with another prune_below (rows whose averaged weights all lie
+# within it of zero are left out of the file): what the setting costs in F1 and saves in size.
+RESAVE = """
+import sys, spacy
+nlp = spacy.load(sys.argv[1])
+nlp.get_pipe("ner").model.prune_below = float(sys.argv[3])
+nlp.to_disk(sys.argv[2])
+"""
+
+
+def _score(model: Path, data: Path, split: str, documents: bool) -> dict:
+    result = subprocess.run([sys.executable, "-c", EVALUATE, str(model), str(data / SPLITS[split]),
+                             "1" if documents else "0"], capture_output=True, text=True,
+                            env=common.child_env(), cwd=common.REPO_ROOT, check=True)
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -74,6 +91,8 @@ def main(argv=None) -> int:
     p.add_argument("--split", choices=sorted(SPLITS), default="dev")
     p.add_argument("--work-dir", type=Path, default=common.DEFAULT_WORK_DIR / "ner_features")
     p.add_argument("--results", type=Path, default=common.RESULTS_DIR / "ner_features.json")
+    p.add_argument("--prune", type=common.csv(float), default=[],
+                   help="also score each trained model saved again with these prune_below values")
     p.add_argument("--reuse", action="store_true",
                    help="score the models an earlier run of the same settings left in --work-dir "
                         "instead of training them again")
@@ -92,6 +111,8 @@ def main(argv=None) -> int:
         out = args.work_dir / common.slug(name)
         train_overrides = ["--training.max_epochs", str(args.epochs), "--system.seed", str(args.seed),
                            "--corpora.train.documents", flag, "--corpora.dev.documents", flag, *overrides]
+        if args.prune:   # the model is saved whole; the pruned copies are saved from it
+            train_overrides += ["--components.ner.model.prune_below", "0"]
         model = out / "model-last"
         if args.reuse and model.exists():
             command = " ".join(["spacy", "train", "configs/ner.cfg", "--output", str(out), "--paths.train",
@@ -99,22 +120,25 @@ def main(argv=None) -> int:
         else:
             command = common.spacy_train(common.REPO_ROOT / "configs" / "ner.cfg", out, data / "eng.train",
                                          data / "eng.testa", overrides=train_overrides)["command"]
-        result = subprocess.run([sys.executable, "-c", EVALUATE, str(model), str(data / SPLITS[args.split]),
-                                 "1" if documents else "0"], capture_output=True, text=True,
-                                env=common.child_env(), cwd=common.REPO_ROOT, check=True)
-        scores = json.loads(result.stdout.strip().splitlines()[-1])
-        size = common.dir_bytes(model / "ner")
-        setting = f"{name}, {args.epochs} passes, seed {args.seed}"
-        rows.append(common.make_row("structperc_ner", setting, "ents_f", scores["ents_f"],
-                                    dataset="conll2003", split=args.split))
-        for label, f in sorted(scores["per_type"].items()):
-            rows.append(common.make_row("structperc_ner", setting, f"f_{label}", f, dataset="conll2003",
-                                        split=args.split))
-        rows.append(common.make_row("structperc_ner", setting, "model_mb", size / 1e6, dataset="conll2003",
-                                    split=args.split))
-        details[f"{setting} / {args.split}"] = {"train_command": command, "documents": documents,
-                                                "overrides": overrides}
-        print(f"{setting}: {args.split} F1 {scores['ents_f']:.4f}, {size / 1e6:.1f} MB", flush=True)
+        base = f"{name}, {args.epochs} passes, seed {args.seed}"
+        for prune in [None] + list(args.prune):
+            saved, setting = model, base + (", saved with prune_below 0" if args.prune else "")
+            if prune is not None:
+                saved, setting = out / f"prune-{prune:g}", f"{base}, saved with prune_below {prune:g}"
+                subprocess.run([sys.executable, "-c", RESAVE, str(model), str(saved), str(prune)],
+                               env=common.child_env(), cwd=common.REPO_ROOT, check=True, capture_output=True)
+            scores = _score(saved, data, args.split, documents)
+            size = common.dir_bytes(saved / "ner")
+            rows.append(common.make_row("structperc_ner", setting, "ents_f", scores["ents_f"],
+                                        dataset="conll2003", split=args.split))
+            for label, f in sorted(scores["per_type"].items()):
+                rows.append(common.make_row("structperc_ner", setting, f"f_{label}", f, dataset="conll2003",
+                                            split=args.split))
+            rows.append(common.make_row("structperc_ner", setting, "model_mb", size / 1e6,
+                                        dataset="conll2003", split=args.split))
+            details[f"{setting} / {args.split}"] = {"train_command": command, "documents": documents,
+                                                    "overrides": overrides, "prune_below": prune}
+            print(f"{setting}: {args.split} F1 {scores['ents_f']:.4f}, {size / 1e6:.1f} MB", flush=True)
     command = "python benchmarks/bench_ner_features.py " + " ".join(argv if argv is not None else sys.argv[1:])
     common.save_results(args.results, "ner_features", rows, details, replace=lambda row: False, errors={},
                         command=command)
