@@ -126,6 +126,11 @@ def _reranker_block(name: str, decoder: str, block: Optional[dict]) -> Optional[
     return out
 
 
+
+class _MissingAnnotation(Exception):
+    """A reference Doc lacks an annotation a feature atom reads (see _gold_features)."""
+
+
 class ParseBatch(List[Tuple[numpy.ndarray, numpy.ndarray]]):
     """What `predict` returns: (heads, label classes) per Doc (see predict), with the whole
     batch's `heads` and `classes` concatenated and the Docs' `offsets` into them, so
@@ -280,8 +285,11 @@ class StructuredParser(PerceptronPipe):
                        reverse: bool = False) -> numpy.ndarray:
         """Feature keys seen at least `min_freq` times along the oracle derivations of the
         training trees, read with the reference's tags (the tagger may not be trained yet).
-        With `reverse`, of the reversed trees under `system` (a reversed model's; trees with a
-        missing head are left out, as its training leaves them out)."""
+        A training Doc whose reference lacks an annotation the features read (a tree without
+        tags, say) is left out of the count: its tags are missing, not empty, and training
+        reads the tags an upstream tagger predicts. With `reverse`, of the reversed trees under
+        `system` (a reversed model's; trees with a missing head are left out, as its training
+        leaves them out)."""
         system = self.system if system is None else system
         # Counted a slice of examples at a time and merged into the running counts, so the
         # count holds each distinct key once (~6M keys on EWT) rather than every occurrence.
@@ -292,7 +300,10 @@ class StructuredParser(PerceptronPipe):
                 continue
             heads, deps = projective_gold(eg, self.name)
             gold_heads, gold_labels = self._gold(eg, 0, len(eg.reference), heads, deps)
-            atoms = self.model.atoms(eg.reference, self.name)
+            try:
+                atoms = self.model.atoms.batch([eg.reference], self.name, (), _MissingAnnotation).atoms
+            except _MissingAnnotation:
+                continue
             if reverse:
                 if (gold_heads == -2).any():
                     continue

@@ -169,3 +169,30 @@ def test_oracle_reproduces_every_ptb_sample_tree(data_dir, require_corpus):
             assert system.run(path_)[0].tolist() == gold_heads.tolist()
             n_trees += 1
     assert n_trees == 3914
+
+
+def test_a_tree_without_tags_is_counted_as_missing_tags_not_an_error():
+    """A training Doc whose reference has a tree but no tags (a dependency-only corpus beside a
+    tagged one) initializes: its tags are missing, so min_feature_freq counts the tagged Docs
+    alone, and training reads the tags on the predicted side. Without any tags anywhere,
+    training still names the missing annotation (S009)."""
+    from test_parser import TRAIN_DATA, examples, make_nlp
+
+    nlp, parser = make_nlp({"min_feature_freq": 2})
+    egs = examples(nlp)
+    words, tags, heads, deps = TRAIN_DATA[0]
+    untagged = Example(Doc(nlp.vocab, words=words, tags=tags), Doc(nlp.vocab, words=words, heads=heads, deps=deps))
+    nlp.initialize(lambda: egs)
+    counted = set(parser.model.allowed_keys.tolist())
+    nlp2, parser2 = make_nlp({"min_feature_freq": 2})
+    nlp2.initialize(lambda: egs + [untagged])
+    assert set(parser2.model.allowed_keys.tolist()) == counted
+    for _ in range(20):
+        parser2.update(egs + [untagged])
+    doc = parser2(Doc(nlp2.vocab, words=words, tags=tags))
+    assert [t.head.i for t in doc] == heads
+    nlp3, parser3 = make_nlp()
+    bare = Example(Doc(nlp3.vocab, words=words), Doc(nlp3.vocab, words=words, heads=heads, deps=deps))
+    nlp3.initialize(lambda: [bare])
+    with pytest.raises(ValueError, match="S009"):
+        parser3.update([bare])
