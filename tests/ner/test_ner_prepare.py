@@ -1,15 +1,11 @@
 """structperc_ner's batch preparation with document features: the windows of a whole batch
-found at once are those of each Doc alone, and the stage atoms' value tables of many types."""
+found at once are those of each Doc alone (the stage atoms of many types: test_ner_two_stage.py)."""
 import numpy
 import spacy
-from hypothesis import given, settings
-from hypothesis import strategies as st
 from spacy.tokens import Doc
 
 import spacy_structperc  # noqa: F401
 from spacy_structperc import docarrays
-from spacy_structperc.ner import aggregation
-from spacy_structperc.ner.aggregation import stage_atoms
 from spacy_structperc.pipeline.sequence import MARGIN, WINDOW, batch_windows
 
 from test_ner import examples_of
@@ -57,29 +53,3 @@ def test_the_windows_of_a_batch_are_those_of_each_doc_alone():
     # The hook's sentences, and margins for a long Doc without boundaries.
     assert doc_windows(docs[5]) == [[0, 4, 0, 4], [4, 11, 4, 11]]
     assert len(doc_windows(docs[3])) > 1
-
-
-@st.composite
-def batches(draw):
-    lengths = draw(st.lists(st.integers(0, 10), min_size=1, max_size=4))
-    n = sum(lengths)
-    words = numpy.array(draw(st.lists(st.integers(1, 3), min_size=n, max_size=n)), dtype=numpy.uint64)
-    # Up to 20 types: masks past the dense table's range too.
-    classes = numpy.array(draw(st.lists(st.integers(0, 40), min_size=n, max_size=n)), dtype=numpy.int64)
-    offsets = numpy.concatenate([[0], numpy.cumsum(lengths)]).astype(numpy.int64)
-    return words, classes, offsets
-
-
-@settings(max_examples=200, deadline=None)
-@given(batches())
-def test_stage_atoms_of_many_types_equal_a_brute_force_scan(batch):
-    words, classes, offsets = batch
-    agg, aggp = stage_atoms(words, classes, offsets, ["agg", "aggp"])
-    kind = [0 if c == 0 else (c - 1) // 2 + 1 for c in classes.tolist()]
-    mask = lambda s: sum(1 << v for v in s)
-    for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist()):
-        for i in range(a, b):
-            others = {kind[j] for j in range(a, b) if j != i and words[j] == words[i]}
-            earlier = {kind[j] for j in range(a, i) if words[j] == words[i]}
-            assert int(agg[i]) == (aggregation._value("agg", mask(others)) if others else 0)
-            assert int(aggp[i]) == (aggregation._value("aggp", mask(earlier)) if earlier else 0)

@@ -59,28 +59,38 @@ def docs_of(nlp):
 
 
 @st.composite
-def batches(draw):
+def batches(draw, max_class=6):
     lengths = draw(st.lists(st.integers(0, 12), min_size=1, max_size=4))
     n = sum(lengths)
     words = numpy.array(draw(st.lists(st.integers(1, 4), min_size=n, max_size=n)), dtype=numpy.uint64)
-    classes = numpy.array(draw(st.lists(st.integers(0, 6), min_size=n, max_size=n)), dtype=numpy.int64)
+    classes = numpy.array(draw(st.lists(st.integers(0, max_class), min_size=n, max_size=n)), dtype=numpy.int64)
     offsets = numpy.concatenate([[0], numpy.cumsum(lengths)]).astype(numpy.int64)
     return words, classes, offsets
+
+
+def assert_stage_atoms_equal_a_brute_force_scan(words, classes, offsets):
+    agg, aggp = stage_atoms(words, classes, offsets, ["agg", "aggp"])
+    kind = [0 if c == 0 else (c - 1) // 2 + 1 for c in classes.tolist()]
+    mask = lambda s: sum(1 << v for v in s)
+    for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist()):
+        for i in range(a, b):
+            others = {kind[j] for j in range(a, b) if j != i and words[j] == words[i]}
+            earlier = {kind[j] for j in range(a, i) if words[j] == words[i]}
+            assert int(agg[i]) == (aggregation._value("agg", mask(others)) if others else 0)
+            assert int(aggp[i]) == (aggregation._value("aggp", mask(earlier)) if earlier else 0)
 
 
 @settings(max_examples=200, deadline=None)
 @given(batches())
 def test_stage_atoms_equal_a_brute_force_scan_of_the_doc(batch):
-    words, classes, offsets = batch
-    agg, aggp = stage_atoms(words, classes, offsets, ["agg", "aggp"])
-    kind = [0 if c == 0 else (c - 1) // 2 + 1 for c in classes.tolist()]
-    for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist()):
-        for i in range(a, b):
-            others = {kind[j] for j in range(a, b) if j != i and words[j] == words[i]}
-            earlier = {kind[j] for j in range(a, i) if words[j] == words[i]}
-            mask = lambda s: sum(1 << v for v in s)
-            assert int(agg[i]) == (aggregation._value("agg", mask(others)) if others else 0)
-            assert int(aggp[i]) == (aggregation._value("aggp", mask(earlier)) if earlier else 0)
+    assert_stage_atoms_equal_a_brute_force_scan(*batch)
+
+
+@settings(max_examples=200, deadline=None)
+@given(batches(max_class=40))
+def test_stage_atoms_of_many_types_equal_a_brute_force_scan(batch):
+    """Up to 20 types: masks past the dense table's range too."""
+    assert_stage_atoms_equal_a_brute_force_scan(*batch)
 
 
 @pytest.fixture(scope="module")
