@@ -17,14 +17,14 @@ None of them imports spaCy at module level, so a child's peak RSS only counts wh
 system itself loads.
 """
 from _corpus import (conllu_to_docbins, count_tokens, default_data_dir, default_data_root, examples,  # noqa: F401
-                     find_split_file, load_docs, materialize_averages, score_token_attrs, time_pipe,
-                     time_pipe_best_of, unannotated_copies)
+                     find_split_file, load_docs, materialize_averages, per_type_f, score_token_attrs,
+                     time_pipe, time_pipe_best_of, unannotated_copies)
 from _machine import (BENCH_DIR, DEFAULT_WORK_DIR, REPO_ROOT, RESULTS_DIR, SINGLE_THREAD_ENV,  # noqa: F401
                       Timer, child_env, code_fingerprint, current_rss_mb, dir_bytes, git_revision,
                       load_average, machine_info, now_iso, peak_rss_mb, slug)
 from _results import (ABSOLUTE_PATH, ROW_KEYS, SYSTEM_ROOTS, load_results, locked, make_row,  # noqa: F401
                       merge_rows, relative_path, relative_paths, save_results, write_results)
 from _runner import Bench, Job, add_run_args, csv, parse_only, run_child, run_job, show_metrics  # noqa: F401
-from _training import (GOLD_PREPROC_OVERRIDES, batches_by_words, crf_fit, crf_setting, crf_tag,  # noqa: F401
-                       parse_spacy_train_log, spacy_init_config, spacy_train, train_epochs,
-                       train_spacy_peer)
+from _training import (GOLD_PREPROC_OVERRIDES, batches_by_words, config_reads_documents,  # noqa: F401
+                       crf_fit, crf_ner_features, crf_setting, crf_tag, parse_spacy_train_log,
+                       spacy_init_config, spacy_train, train_epochs, train_spacy_peer)

@@ -1,7 +1,7 @@
 """The corpora: where they are, CoNLL-U -> DocBin conversion (gold tokenization, one Doc per
 sentence), un-annotated copies of Docs for prediction, token-attribute scoring with spaCy's
-``Scorer``, and the timed ``nlp.pipe`` pass. spaCy is imported inside the functions, so a child's
-peak RSS only counts what the measured system itself loads."""
+``Scorer``, entity types' F1 as row metrics, and the timed ``nlp.pipe`` pass. spaCy is imported
+inside the functions, so a child's peak RSS only counts what the measured system itself loads."""
 from __future__ import annotations
 
 import json
@@ -135,6 +135,11 @@ def score_token_attrs(pred_docs: Sequence, gold_docs: Sequence, attrs: Sequence[
     for attr in attrs:
         scores.update(Scorer.score_token_attr(pairs, attr))
     return scores
+
+
+def per_type_f(per_type: Optional[Dict[str, Dict[str, float]]]) -> Dict[str, float]:
+    """spaCy's ``ents_per_type`` ({label: {"p", "r", "f"}}) as row metrics ``f_<label>``."""
+    return {f"f_{label}": scores["f"] for label, scores in sorted((per_type or {}).items())}
 
 
 def time_pipe(nlp, gold_docs: Sequence, batch_size: int = 1000, repeats: int = 1):

@@ -1,6 +1,8 @@
 """Training the measured systems: ours in-process (``train_epochs``), any spaCy config with
-``spacy train`` in a subprocess (``spacy_train``, the steps it ran read from its log), spaCy's own
-configs as the peer (``train_spacy_peer``) and the CRFsuite peer (``crf_fit``, ``crf_tag``).
+``spacy train`` in a subprocess (``spacy_train``, the steps it ran read from its log; whether a
+config's corpora read documents, ``config_reads_documents``), spaCy's own configs as the peer
+(``train_spacy_peer``) and the CRFsuite peer (``crf_fit``, ``crf_tag``; the NER peer's features,
+``crf_ner_features``).
 Nothing imports spaCy or pycrfsuite at module level."""
 from __future__ import annotations
 
@@ -56,6 +58,63 @@ def crf_setting(params: Dict[str, Any]) -> str:
     """The setting name of a CRFsuite row."""
     return (f"1st-order, {params['algorithm']} c1={params['c1']} c2={params['c2']}, "
             f"{params['max_iterations']} iters")
+
+
+def crf_ner_features(doc, pos: bool, window: int = 2, affixes: int = 4,
+                     context: bool = False) -> List[List[str]]:
+    """The NER peer's features (bench_ner.py): the observation features of
+    spacy-structperc.ner_features.v1 (clusters excepted); the label history is the CRF's own
+    first-order transition. Positions outside the sentence read as <s> / </s>, as the core's
+    padding does; a prefix/suffix longer than the word is absent."""
+    from spacy_structperc.atoms import _shape, _short_shape
+
+    words = [t.text for t in doc]
+    lower = [w.lower() for w in words]
+    shape = [_shape(w) for w in words]
+    sshape = [_short_shape(w) for w in words]
+    tags = [t.tag_ for t in doc] if pos else None
+    n = len(words)
+
+    def at(seq, i):
+        return seq[i] if 0 <= i < n else ("<s>" if i < 0 else "</s>")
+
+    out = []
+    for i in range(n):
+        f = ["b", "o0=" + words[i], "w0=" + lower[i]]
+        for k in range(1, window + 1):
+            f += [f"w-{k}=" + at(lower, i - k), f"w+{k}=" + at(lower, i + k)]
+        f += ["w-1w0=" + at(lower, i - 1) + "|" + lower[i], "w0w+1=" + lower[i] + "|" + at(lower, i + 1)]
+        if pos:
+            f.append("p0=" + tags[i])
+            for k in range(1, window + 1):
+                f += [f"p-{k}=" + at(tags, i - k), f"p+{k}=" + at(tags, i + k)]
+            for a, b in ((-2, -1), (-1, 0), (0, 1), (1, 2)):
+                f.append(f"p{a:+d}p{b:+d}=" + at(tags, i + a) + "|" + at(tags, i + b))
+            for a in (-2, -1, 0):
+                f.append(f"p{a:+d}3=" + "|".join(at(tags, i + a + j) for j in range(3)))
+        f.append("sh0=" + shape[i])
+        for k in range(1, window + 1):
+            f += [f"sh-{k}=" + at(sshape, i - k), f"sh+{k}=" + at(sshape, i + k)]
+        for a, b in ((-2, -1), (-1, 0), (0, 1), (1, 2)):
+            f.append(f"sh{a:+d}sh{b:+d}=" + at(sshape, i + a) + "|" + at(sshape, i + b))
+        w = words[i]
+        for k in range(1, affixes + 1):
+            if len(w) >= k:
+                f += [f"p{k}=" + w[:k], f"s{k}=" + w[-k:]]
+        if context:   # ner_features.v1 with context = true
+            for d in (-1, 1):
+                if 0 <= i + d < n:
+                    v = words[i + d]
+                    f += [f"s3{d:+d}=" + v[-3:]] if len(v) >= 3 else []
+                    f += [f"s4{d:+d}=" + v[-4:]] if len(v) >= 4 else []
+                    f += [f"p3{d:+d}=" + v[:3]] if len(v) >= 3 else []
+            f += ["w-2w-1=" + at(lower, i - 2) + "|" + at(lower, i - 1),
+                  "w+1w+2=" + at(lower, i + 1) + "|" + at(lower, i + 2),
+                  "w-1w+1=" + at(lower, i - 1) + "|" + at(lower, i + 1),
+                  "sh0w-1=" + sshape[i] + "|" + at(lower, i - 1),
+                  "sh0w+1=" + sshape[i] + "|" + at(lower, i + 1)]
+        out.append(f)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -178,6 +237,15 @@ def spacy_train(
     info.update({"seconds": t.seconds, "model_dir": str(model_dir), "log": str(log_path),
                  "command": " ".join(cmd[1:])})
     return info
+
+
+def config_reads_documents(config: Path, corpus: str = "train") -> bool:
+    """Whether a config's corpus (``[corpora.<corpus>]``) reads whole documents (``documents =
+    true``, e.g. configs/ner.cfg's CoNLL-2003 reader) rather than one Doc per sentence."""
+    from thinc.api import Config
+
+    cfg = Config().from_disk(Path(config), interpolate=False)
+    return bool(cfg["corpora"][corpus].get("documents"))
 
 
 GOLD_PREPROC_OVERRIDES = ("--corpora.train.gold_preproc", "true", "--corpora.dev.gold_preproc", "true")

@@ -1,40 +1,41 @@
-"""Benchmark the latent-variable perceptron NER against a CRFsuite CRF and spaCy's `ner`.
+"""Benchmark structperc_ner against a CRFsuite CRF and spaCy's `ner`, on JNLPBA and CoNLL-2003.
 
-One run, on two corpora (one Doc per sentence, gold tokenization):
+One run, on two corpora (gold tokenization):
 
 - ``jnlpba``: JNLPBA 2004 / GENIA 3.02 (train ``Genia4ERtask1.iob2``, test ``Genia4EReval1.iob2``,
-  IOB2, words only). It has no development split: tuning uses the last 1,000 training sentences
+  IOB2, words only). It has no development split: the last 1,000 training sentences are held out
   (the reader's ``part="heldout"``);
 - ``conll2003``: CoNLL-2003 English (train ``eng.train``, dev ``eng.testa``, test ``eng.testb``,
   IOB1, with the file's POS tags in ``token.tag_``);
 
-and three systems, each in its own child process:
+and these systems, each in its own child process:
 
-1. ours (structperc_ner) in the settings of STRUCTPERC_SETTINGS below (n_latent 4 with modified
-   averaging, and 1 with plain averaging): trained in-process (``_common.train_epochs``,
-   ``start_epoch`` called before each pass) on the whole training file (JNLPBA: all 18,546
-   sentences; CoNLL: eng.train), for the number of epochs in the table;
-2. CRFsuite, first order, L-BFGS, with the observation features of
-   ``spacy-structperc.ner_features.v1`` (the Brown clusters excepted), trained on the training file;
-3. spaCy's built-in ``ner`` (CPU efficiency config from ``spacy init config``) trained with
-   ``spacy train`` on the training data with a dev set (CoNLL: eng.testa; JNLPBA: all but the last
-   1,000 training sentences, with those as dev), ``gold_preproc`` on, ``--spacy-max-steps`` steps;
+1. ``structperc_ner:config``, what a user gets: the committed config (``configs/ner.cfg``,
+   ``configs/ner_jnlpba.cfg``) trained with ``python -m spacy train`` as project.yml's train-ner
+   and train-ner-jnlpba do (the config's own max_epochs unless --epochs), model-best scored on
+   test as evaluate-ner does: CoNLL-2003 read as -DOCSTART- documents (ner.cfg's reader reads
+   documents), so its timed pass runs over documents too; row setting ``configs/<file>``;
+2. the sentence-level baseline: ours trained in-process on one Doc per sentence in the settings
+   of STRUCTPERC_SETTINGS (``default``: n_latent 4, modified averaging; ``n_latent 1``), the whole
+   training file, ``start_epoch`` before each pass (``_common.train_epochs``);
+3. ``crfsuite``: first order, L-BFGS, the observation features of ``ner_features.v1`` (the Brown
+   clusters excepted), trained on the training file;
+4. ``spacy_ner``: spaCy's CPU efficiency config trained with ``spacy train`` (gold_preproc,
+   ``--spacy-max-steps`` steps) with a dev set (CoNLL: eng.testa; JNLPBA: the held-out sentences);
 
-recording test ``ents_f/p/r`` (``Scorer.score_spans(examples, "ents")``, fractions),
-``train_seconds``, ``predict_wps`` (test words / seconds of the fastest of ``--predict-repeats``
-``nlp.pipe`` calls, batch_size 1000, over copies of the test Docs without entities) and
-``peak_rss_mb`` in ``benchmarks/results/ner.json`` (component "ner"; rows merged with the
-file's: only what was re-run is replaced, and the synthetic-data rows of ``bench_synthetic.py``
-are kept).
+recording test ``ents_f/p/r`` and ``f_<TYPE>`` (fractions), ``train_seconds``, ``predict_wps``
+(the fastest of ``--predict-repeats`` ``nlp.pipe`` calls), ``peak_rss_mb`` and ``model_mb`` in
+``benchmarks/results/ner.json`` (NOTES says how; rows merged with the file's: only what was re-run
+is replaced, and the synthetic-data rows of ``bench_synthetic.py`` are kept). --quick writes to
+the work dir's quick-results, never to benchmarks/results.
 
-Retired, being finished (their rows, curves and figure stay; docs/benchmarks.md): the latent
-sweep, its plot ``ner_latent.png``, and ``--tune`` (the dev curves of ``ner_tune.json``).
+Retired (rows, curves and figure stay; docs/benchmarks.md): the latent sweep, ``ner_latent.png``
+and ``--tune`` (``ner_tune.json``).
 
 Examples (from the repo root)::
 
-    python benchmarks/bench_ner.py --quick                     # smoke run on slices
-    python benchmarks/bench_ner.py                             # everything, both corpora
-    python benchmarks/bench_ner.py --only spacy_ner,crfsuite   # the peers only
+    python benchmarks/bench_ner.py --quick --only "structperc_ner:config"     # smoke run on slices
+    python benchmarks/bench_ner.py --only "spacy_ner,crfsuite,structperc_ner:config"
     python benchmarks/bench_ner.py --only "structperc_ner:n_latent 1" --datasets jnlpba
 
 The data root defaults to ``$STRUCTPERC_DATA``, else ``../shared/data`` (``jnlpba/``,
@@ -53,49 +54,42 @@ import _common as C  # noqa: E402
 COMPONENT = "ner"
 OURS = "structperc_ner"
 SYSTEMS = ("spacy_ner", "crfsuite", OURS)
+CONFIG = "config"  # --only "structperc_ner:config": the committed config of each corpus (spacy train)
 HELDOUT = 1000  # JNLPBA: the last 1,000 training sentences are the tuning split
 
 IOB2_READER = "spacy-structperc.iob2_reader.v1"
 CONLL2003_READER = "spacy-structperc.conll2003_reader.v1"
 
 # Corpora: paths under the data root. "dev": a file of its own, or None to hold out the last
-# HELDOUT training sentences. "pos": read the file's POS tags into token.tag_.
+# HELDOUT training sentences. "pos": read the file's POS tags into token.tag_. "config": the
+# committed config under configs/ (project.yml's train-ner, train-ner-jnlpba).
 DATASETS: Dict[str, Dict[str, Any]] = {
     "jnlpba": {"reader": IOB2_READER, "train": "jnlpba/train/Genia4ERtask1.iob2", "dev": None,
-               "test": "jnlpba/test/Genia4EReval1.iob2", "pos": False, "context": False},
+               "test": "jnlpba/test/Genia4EReval1.iob2", "pos": False, "context": False,
+               "config": "ner_jnlpba.cfg"},
     "conll2003": {"reader": CONLL2003_READER, "train": "conll2003/eng.train",
                   "dev": "conll2003/eng.testa", "test": "conll2003/eng.testb", "pos": True,
-                  "context": True},
+                  "context": True, "config": "ner.cfg"},
 }
 
-# Our settings, per corpus: "config" goes to nlp.add_pipe("structperc_ner", config=...) over the
-# factory defaults; "epochs" is the number of passes over the training data. Chosen on the dev
-# splits (JNLPBA: the last 1,000 training sentences; CoNLL-2003: eng.testa) with
-# runs of 10-12 epochs:
-# - JNLPBA, words only: the paper's all-latent features were best (dev F1 0.7769 at n_latent 4
-#   vs 0.7734 for n_latent 1; label-level copies 0.7693; context features and window 3 no gain);
-#   second order (history 2, order 2) with n_latent 2 reached 0.7795.
-# - CoNLL-2003: all-latent features lost to n_latent 1 (0.8964 vs 0.9055); a few latent
-#   templates plus label-level copies of all of them (latent "core", label_level) recovered it
-#   (0.9063), and the context features added half a point (0.9113).
-# - Dev F1 peaked at 10-11 passes on both; reset_every 4 (k=2 was no better on JNLPBA).
+# The sentence-level baseline (in-process, one Doc per sentence), per corpus: "config" goes to
+# nlp.add_pipe("structperc_ner", config=...) over the factory defaults, for "epochs" passes.
+# Chosen on the dev splits with runs of 10-12 passes: on JNLPBA the paper's all-latent features
+# (dev F1 0.7769 at n_latent 4, 0.7734 at 1; second order with n_latent 2 0.7795); on CoNLL-2003
+# a few latent templates with label-level copies of all of them and the context features (0.9113;
+# all-latent 0.8964). Dev F1 peaked at 10-11 passes on both; reset_every 4.
 JNLPBA_FEATURES = {"@misc": "spacy-structperc.ner_features.v1", "pos": False, "clusters": True,
                    "affixes": 4, "history": 1}
 CONLL_FEATURES = {"@misc": "spacy-structperc.ner_features.v1", "pos": True, "clusters": True,
                   "affixes": 4, "history": 1, "latent": "core", "label_level": True, "context": True}
 
 
-def _model(features: Dict[str, Any], **changes) -> Dict[str, Any]:
-    return {"@architectures": "spacy-structperc.AveragedPerceptron.v1", "features": dict(features, **changes)}
-
-
 def _settings(features: Dict[str, Any], epochs: int) -> List[Dict[str, Any]]:
     """default (n_latent 4, modified averaging) and n_latent 1 (the plain perceptron, plain
-    averaging, as configs/ner.cfg trains)."""
-    return [{"setting": "default", "epochs": epochs,
-             "config": {"model": _model(features), "n_latent": 4, "reset_every": 4}},
-            {"setting": "n_latent 1", "epochs": epochs,
-             "config": {"model": _model(features), "n_latent": 1, "reset_every": 0}}]
+    averaging): the sentence-level baseline."""
+    model = {"@architectures": "spacy-structperc.AveragedPerceptron.v1", "features": features}
+    return [{"setting": "default", "epochs": epochs, "config": {"model": model, "n_latent": 4, "reset_every": 4}},
+            {"setting": "n_latent 1", "epochs": epochs, "config": {"model": model, "n_latent": 1, "reset_every": 0}}]
 
 
 STRUCTPERC_SETTINGS: Dict[str, List[Dict[str, Any]]] = {
@@ -112,21 +106,38 @@ QUICK_SPACY_STEPS = 200
 NOTES = [
     "jnlpba: JNLPBA 2004 (GENIA 3.02, 5 entity types), train Genia4ERtask1.iob2 (18,546 sentences, "
     "492,551 tokens), test Genia4EReval1.iob2 (3,856 sentences, 101,039 tokens), IOB2, words only. "
-    "No dev split: tuning (ours, the retired --tune) and spaCy's dev set use the last 1,000 training "
-    "sentences; the final models of ours and CRFsuite train on all 18,546, spaCy's ner on the "
-    "first 17,546.",
-    "conll2003: CoNLL-2003 English (4 types), train eng.train, dev eng.testa (tuning; spaCy's dev "
-    "set), test eng.testb; IOB1 read into doc.ents; the file's POS tags in token.tag_ (ours and "
-    "CRFsuite use them; spaCy's efficiency config does not). Nobody trains on eng.testa.",
-    "ents_f/p/r: spaCy's Scorer.score_spans(examples, 'ents') on the test set (exact type and "
-    "boundaries, as conlleval), as fractions.",
-    "train_seconds: ours: initialize + the epochs of nlp.update (Python loop, batches of ~1,000 "
-    "words, shuffled each epoch); crfsuite: feature extraction + L-BFGS; spaCy ner: the whole "
-    "spacy train command (including its dev evaluations).",
+    "No dev split: tuning (ours, the retired --tune) and the dev set of spacy train use the last "
+    "1,000 training sentences; the in-process rows and CRFsuite train on all 18,546, spaCy's ner "
+    "and configs/ner_jnlpba.cfg on the first 17,546.",
+    "conll2003: CoNLL-2003 English (4 types), train eng.train, dev eng.testa (tuning; the dev "
+    "set of spacy train), test eng.testb; IOB1 read into doc.ents; the file's POS tags in "
+    "token.tag_ (ours and CRFsuite use them; spaCy's efficiency config does not). Nobody trains "
+    "on eng.testa.",
+    "structperc_ner 'configs/...' rows: the committed config as a user trains it, `python -m spacy "
+    "train CONFIG --paths.train TRAIN --paths.dev DEV` (project.yml's train-ner, train-ner-jnlpba; "
+    "for JNLPBA DEV is the training file, whose last 1,000 sentences the config holds out), for "
+    "the config's max_epochs unless the setting names other passes; model-best (the best of "
+    "spacy train's dev evaluations) scored on test. configs/ner.cfg reads CoNLL-2003 as "
+    "-DOCSTART- documents (gazetteers from the training entities, document features, two-stage "
+    "aggregation), and so does this test: one Doc per document of eng.testb, its sentences marked, "
+    "for scoring and for the timed nlp.pipe pass ('documents' in the setting), as evaluate-ner "
+    "(scripts/evaluate_corpus.py --documents) reads it.",
+    "The sentence-level baseline, structperc_ner 'default' and 'n_latent 1' (and the retired "
+    "sweep's rows): trained in-process (nlp.update, not spacy train) and tested on one Doc per "
+    "sentence, with the features of STRUCTPERC_SETTINGS and none of the configs' BILOU, "
+    "gazetteers, document features or two-stage aggregation.",
+    "ents_f/p/r, f_<TYPE>: spaCy's Scorer.score_spans(examples, 'ents') on the test set (exact "
+    "type and boundaries, as conlleval), as fractions; the config rows use the pipeline's own "
+    "scorer as nlp.evaluate does (the same figures on fully annotated gold).",
+    "train_seconds: in-process rows: initialize + the epochs of nlp.update (Python loop, batches of "
+    "~1,000 words, shuffled each epoch); crfsuite: feature extraction + L-BFGS; config rows and "
+    "spaCy ner: the whole spacy train command (including its dev evaluations).",
     "predict_wps: test words / wall seconds of the fastest of --predict-repeats nlp.pipe calls "
     "(batch_size 1000, one process, one thread) over copies of the test Docs without entities "
-    "(words, and POS tags for CoNLL); for crfsuite the timed loop extracts features, tags and "
-    "writes doc.ents.",
+    "(words, POS tags for CoNLL, sentence starts for documents); for crfsuite the timed loop "
+    "extracts features, tags and writes doc.ents.",
+    "model_mb: the folders of the saved pipeline's components (config rows: ner; spacy_ner: "
+    "tok2vec and ner), the CRFsuite model file, or the serialized component (in-process rows).",
     "crfsuite: first order, the observation features of spacy-structperc.ner_features.v1 (words and "
     "lowercase words in a window of 2 and their bigrams, POS in a window of 2 with bigrams and "
     "trigrams for CoNLL, word shapes, prefixes and suffixes of 1-4 characters, and for CoNLL the "
@@ -134,7 +145,7 @@ NOTES = [
     "clusters our settings use; IOB2 tags; L-BFGS c1=0, c2=1, 100 iterations (not tuned), trained "
     "on the training file only.",
     "spacy_ner: `spacy init config --pipeline ner --optimize efficiency` (CPU, no vectors), "
-    "gold_preproc, max_steps as in the setting name; the model spaCy saves as model-best.",
+    "gold_preproc, one Doc per sentence, max_steps as in the setting name; model-best.",
     "All children run with OMP/OPENBLAS/MKL/BLIS_NUM_THREADS=1.",
 ]
 
@@ -143,13 +154,15 @@ NOTES = [
 # Data and evaluation
 
 
-def _docs(ds: Dict[str, Any], which: str, limit: int, vocab):
+def _docs(ds: Dict[str, Any], which: str, limit: int, vocab, documents: bool = False):
     """Gold Docs of one split. which: "train" (the whole training file), "tune_train" (the
     training data when a dev set is needed: JNLPBA all but the last HELDOUT sentences, CoNLL
-    eng.train), "dev" (CoNLL eng.testa, JNLPBA the held-out sentences) or "test"."""
+    eng.train), "dev" (CoNLL eng.testa, JNLPBA the held-out sentences) or "test". documents:
+    one Doc per -DOCSTART- document (CoNLL-2003), its sentences marked."""
     from spacy_structperc.readers import ner_docs
 
-    paths, kw = ds["paths"], {"reader": ds["reader"], "limit": limit, "pos": ds["pos"]}
+    paths = ds["paths"]
+    kw = {"reader": ds["reader"], "limit": limit, "pos": ds["pos"], "documents": documents}
     held = {} if paths["dev"] else {"heldout": HELDOUT}  # no dev file: the last training sentences
     if which in ("train", "test"):
         return ner_docs(vocab, paths[which], part="all", **kw)
@@ -166,12 +179,15 @@ def _inputs(gold_docs, vocab, pos: bool):
     return [ner_predicted_copy(vocab, d, pos=pos) for d in gold_docs]
 
 
-def _score(pred_docs, gold_docs):
-    """(ents_f/p/r for rows, per-type scores for the details)."""
+def _score(pred_docs, gold_docs, nlp=None):
+    """(ents_f/p/r and f_<TYPE> for rows, per-type scores for the details); with ``nlp``, by
+    its own scorers, as nlp.evaluate scores."""
     from spacy.scorer import Scorer
 
-    s = Scorer.score_spans(C.examples(pred_docs, gold_docs), "ents")
-    return {k: s[k] for k in ("ents_f", "ents_p", "ents_r")}, s.get("ents_per_type")
+    egs = C.examples(pred_docs, gold_docs)
+    s = Scorer(nlp).score(egs) if nlp is not None else Scorer.score_spans(egs, "ents")
+    return dict({k: s[k] for k in ("ents_f", "ents_p", "ents_r")}, **C.per_type_f(s.get("ents_per_type"))), \
+        s.get("ents_per_type")
 
 
 def _time_pipe(nlp, gold_docs, repeats: int, pos: bool):
@@ -207,67 +223,11 @@ def run_structperc(ds: Dict[str, Any], config: Dict[str, Any], epochs: int, limi
     train_seconds = C.train_epochs(nlp, examples, epochs, seed=seed, before=before, after=after)
     preds, wps, seconds = _time_pipe(nlp, eval_gold, predict_repeats, ds["pos"])
     metrics, per_type = _score(preds, eval_gold)
-    metrics.update({"train_seconds": train_seconds, "predict_wps": wps})
+    metrics.update({"train_seconds": train_seconds, "predict_wps": wps, "model_mb": len(ner.to_bytes()) / 1e6})
     return {"metrics": metrics,
             "details": {"config": config, "epochs": epochs, "resets_at_pass": resets,
                         "predict_seconds": seconds, "train_sentences": len(examples),
-                        "ents_per_type": per_type, "model_bytes": len(ner.to_bytes())}}
-
-
-def crf_token_features(doc, pos: bool, window: int = 2, affixes: int = 4,
-                       context: bool = False) -> List[List[str]]:
-    """The observation features of spacy-structperc.ner_features.v1 (clusters excepted): the
-    label history is the CRF's own first-order transition. Positions outside the sentence read
-    as <s> / </s>, as the core's padding does; a prefix/suffix longer than the word is absent."""
-    from spacy_structperc.atoms import _shape, _short_shape
-
-    words = [t.text for t in doc]
-    lower = [w.lower() for w in words]
-    shape = [_shape(w) for w in words]
-    sshape = [_short_shape(w) for w in words]
-    tags = [t.tag_ for t in doc] if pos else None
-    n = len(words)
-
-    def at(seq, i):
-        return seq[i] if 0 <= i < n else ("<s>" if i < 0 else "</s>")
-
-    out = []
-    for i in range(n):
-        f = ["b", "o0=" + words[i], "w0=" + lower[i]]
-        for k in range(1, window + 1):
-            f += [f"w-{k}=" + at(lower, i - k), f"w+{k}=" + at(lower, i + k)]
-        f += ["w-1w0=" + at(lower, i - 1) + "|" + lower[i], "w0w+1=" + lower[i] + "|" + at(lower, i + 1)]
-        if pos:
-            f.append("p0=" + tags[i])
-            for k in range(1, window + 1):
-                f += [f"p-{k}=" + at(tags, i - k), f"p+{k}=" + at(tags, i + k)]
-            for a, b in ((-2, -1), (-1, 0), (0, 1), (1, 2)):
-                f.append(f"p{a:+d}p{b:+d}=" + at(tags, i + a) + "|" + at(tags, i + b))
-            for a in (-2, -1, 0):
-                f.append(f"p{a:+d}3=" + "|".join(at(tags, i + a + j) for j in range(3)))
-        f.append("sh0=" + shape[i])
-        for k in range(1, window + 1):
-            f += [f"sh-{k}=" + at(sshape, i - k), f"sh+{k}=" + at(sshape, i + k)]
-        for a, b in ((-2, -1), (-1, 0), (0, 1), (1, 2)):
-            f.append(f"sh{a:+d}sh{b:+d}=" + at(sshape, i + a) + "|" + at(sshape, i + b))
-        w = words[i]
-        for k in range(1, affixes + 1):
-            if len(w) >= k:
-                f += [f"p{k}=" + w[:k], f"s{k}=" + w[-k:]]
-        if context:   # ner_features.v1 with context = true
-            for d in (-1, 1):
-                if 0 <= i + d < n:
-                    v = words[i + d]
-                    f += [f"s3{d:+d}=" + v[-3:]] if len(v) >= 3 else []
-                    f += [f"s4{d:+d}=" + v[-4:]] if len(v) >= 4 else []
-                    f += [f"p3{d:+d}=" + v[:3]] if len(v) >= 3 else []
-            f += ["w-2w-1=" + at(lower, i - 2) + "|" + at(lower, i - 1),
-                  "w+1w+2=" + at(lower, i + 1) + "|" + at(lower, i + 2),
-                  "w-1w+1=" + at(lower, i - 1) + "|" + at(lower, i + 1),
-                  "sh0w-1=" + sshape[i] + "|" + at(lower, i - 1),
-                  "sh0w+1=" + sshape[i] + "|" + at(lower, i + 1)]
-        out.append(f)
-    return out
+                        "ents_per_type": per_type}}
 
 
 def run_crfsuite(ds: Dict[str, Any], out_dir: str, params: Dict[str, Any], limits: Dict[str, int],
@@ -284,7 +244,7 @@ def run_crfsuite(ds: Dict[str, Any], out_dir: str, params: Dict[str, Any], limit
     train = _docs(ds, "train", limits.get("train", 0), vocab)
 
     def featurize(doc):
-        return crf_token_features(doc, ds["pos"], context=ds["context"])
+        return C.crf_ner_features(doc, ds["pos"], context=ds["context"])
 
     def write(doc, tags):
         doc.ents = [Span(doc, s, e, label) for s, e, label in iob_to_chunks(tags)]
@@ -296,7 +256,8 @@ def run_crfsuite(ds: Dict[str, Any], out_dir: str, params: Dict[str, Any], limit
     preds, best = C.crf_tag(out / "ner.crfsuite", lambda: _inputs(gold, vocab, ds["pos"]), featurize, write,
                             repeats=predict_repeats)
     metrics, per_type = _score(preds, gold)
-    metrics.update({"train_seconds": train_seconds, "predict_wps": C.count_tokens(gold) / best})
+    metrics.update({"train_seconds": train_seconds, "predict_wps": C.count_tokens(gold) / best,
+                    "model_mb": C.dir_bytes(out / "ner.crfsuite") / 1e6})
     return {"setting": C.crf_setting(params), "metrics": metrics,
             "details": {"params": params, "ents_per_type": per_type, "predict_seconds": best,
                         "train_sentences": len(train)}}
@@ -318,14 +279,45 @@ def run_spacy_ner(ds: Dict[str, Any], out_dir: str, max_steps: int, limits: Dict
     run = C.train_spacy_peer(out, "ner", out / "train.spacy", out / "dev.spacy", max_steps=max_steps,
                              extra_overrides=extra_overrides)
     print(f"[spacy_ner] {run['steps']} steps in {run['seconds']:.0f}s", flush=True)
-    ner = spacy.load(run["model_dir"])
-    gold = _docs(ds, "test", limits.get("test", 0), ner.vocab)
-    preds, wps, seconds = _time_pipe(ner, gold, predict_repeats, ds["pos"])
-    metrics, per_type = _score(preds, gold)
-    metrics.update({"train_seconds": run["seconds"], "predict_wps": wps})
+    metrics, details = _test_trained(run, ds, limits, predict_repeats)
     return {"setting": f"efficiency cfg, {run['steps']} steps", "metrics": metrics,
-            "details": {"train": run, "overrides": run["overrides"], "predict_seconds": seconds,
-                        "docs": sizes, "ents_per_type": per_type}}
+            "details": dict(details, overrides=run["overrides"], docs=sizes)}
+
+
+def run_config(ds: Dict[str, Any], out_dir: str, epochs: int, documents: bool, limits: Dict[str, int],
+               extra_overrides: Sequence[str] = (), predict_repeats: int = 1) -> Dict[str, Any]:
+    """The committed config as project.yml trains it (spacy train; JNLPBA's dev is the training
+    file, whose held-out sentences the config reads), model-best tested as evaluate-ner does."""
+    paths, out = ds["paths"], Path(out_dir)
+    overrides = ["--training.max_epochs", str(epochs)] if epochs else []
+    if limits:   # --quick: slices of the corpora, as the other systems read them
+        overrides += ["--corpora.train.limit", str(limits["train"]), "--corpora.dev.limit", str(limits["test"])]
+    run = C.spacy_train(C.REPO_ROOT / "configs" / ds["config"], out / "model", paths["train"],
+                        paths["dev"] or paths["train"], overrides=overrides + list(extra_overrides),
+                        log_path=out / "train.log")
+    print(f"[{OURS}] configs/{ds['config']}: {run['steps']} steps in {run['seconds']:.0f}s", flush=True)
+    metrics, details = _test_trained(run, ds, limits, predict_repeats, documents=documents, own_scorer=True)
+    return {"metrics": metrics, "details": dict(details, config=f"configs/{ds['config']}", epochs=epochs,
+                                                documents=documents)}
+
+
+def _test_trained(run: Dict[str, Any], ds: Dict[str, Any], limits: Dict[str, int], predict_repeats: int,
+                  documents: bool = False, own_scorer: bool = False):
+    """(metrics, details) of a pipeline spacy train saved: its test scores, the timed pass, the
+    size of its components' folders (spaCy's ner: tok2vec and ner), the training's seconds."""
+    import spacy
+
+    import spacy_structperc  # noqa: F401
+
+    nlp = spacy.load(run["model_dir"])
+    gold = _docs(ds, "test", limits.get("test", 0), nlp.vocab, documents=documents)
+    preds, wps, seconds = _time_pipe(nlp, gold, predict_repeats, ds["pos"])
+    metrics, per_type = _score(preds, gold, nlp if own_scorer else None)
+    model = Path(run["model_dir"])
+    metrics.update({"train_seconds": run["seconds"], "predict_wps": wps,
+                    "model_mb": sum(C.dir_bytes(model / name) for name in nlp.pipe_names) / 1e6})
+    return metrics, {"train": run, "predict_seconds": seconds, "test_docs": len(gold), "ents_per_type": per_type,
+                     "test_words": C.count_tokens(gold), "model_dir_mb": C.dir_bytes(model) / 1e6}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -340,8 +332,10 @@ def parse_args(argv=None):
                    help="comma-separated, out of " + ",".join(DATASETS))
     C.add_run_args(p)
     p.add_argument("--only", default=None, help="comma-separated systems out of " + ",".join(SYSTEMS)
-                   + "; or 'structperc_ner:SETTING[;SETTING]' (last)")
-    p.add_argument("--epochs", type=int, default=None, help="override every setting's epochs")
+                   + f"; or '{OURS}:SETTING[;SETTING]' (last), SETTING '{CONFIG}' (the committed configs) "
+                   "or a name of STRUCTPERC_SETTINGS")
+    p.add_argument("--epochs", type=int, default=None,
+                   help="override every setting's epochs (the configs': their max_epochs)")
     p.add_argument("--spacy-max-steps", type=int, default=None, help=f"default {SPACY_MAX_STEPS}")
     return p.parse_args(argv)
 
@@ -362,12 +356,22 @@ def main(argv=None) -> int:
     if bench is None:
         return 0
     limits = dict(QUICK_LIMITS) if args.quick else {}
-    systems, ours_settings = C.parse_only(args.only, SYSTEMS, OURS)
+    known = {CONFIG} | {s["setting"] for settings in STRUCTPERC_SETTINGS.values() for s in settings}
+    systems, ours_settings = C.parse_only(args.only, SYSTEMS, OURS, known)
     spacy_steps = args.spacy_max_steps or (QUICK_SPACY_STEPS if args.quick else SPACY_MAX_STEPS)
     jobs = []
     for dataset, ds in datasets.items():
         ddir = bench.run_dir / dataset
         common = {"ds": ds, "limits": limits, "predict_repeats": args.predict_repeats}
+        if OURS in systems and (ours_settings is None or CONFIG in ours_settings):
+            documents = C.config_reads_documents(C.REPO_ROOT / "configs" / ds["config"], "dev")
+            epochs = args.epochs or (QUICK_EPOCHS if args.quick else None)
+            setting = f"configs/{ds['config']}" + (", documents" if documents else "") + \
+                (f", {epochs} passes" if epochs else "")
+            jobs.append(C.Job(f"{dataset} | {OURS} | {setting}", OURS, "run_config",
+                              dict(common, out_dir=str(ddir / "config"), epochs=epochs, documents=documents,
+                                   extra_overrides=["--training.eval_frequency", "10"] if args.quick else []),
+                              setting=setting, dataset=dataset))
         if OURS in systems:
             for s in STRUCTPERC_SETTINGS[dataset]:
                 if ours_settings is None or s["setting"] in ours_settings:

@@ -62,7 +62,7 @@ from spacy_structperc.readers import create_conll2003_reader
 nlp = spacy.load(sys.argv[1])
 examples = list(create_conll2003_reader(sys.argv[2], documents=sys.argv[3] == "1")(nlp))
 scores = nlp.evaluate(examples)
-print(json.dumps({"ents_f": scores["ents_f"], "per_type": {k: v["f"] for k, v in scores["ents_per_type"].items()}}))
+print(json.dumps({"ents_f": scores["ents_f"], "per_type": scores["ents_per_type"]}))
 """
 
 # A trained model saved again with another prune_below (rows whose averaged weights all lie
@@ -106,7 +106,7 @@ def main(argv=None) -> int:
     for name in names:
         documents, overrides = SETTINGS[name]
         if name == "new default":
-            documents = _config_reads_documents()
+            documents = common.config_reads_documents(common.REPO_ROOT / "configs" / "ner.cfg")
         flag = "true" if documents else "false"
         out = args.work_dir / common.slug(name)
         train_overrides = ["--training.max_epochs", str(args.epochs), "--system.seed", str(args.seed),
@@ -131,8 +131,8 @@ def main(argv=None) -> int:
             size = common.dir_bytes(saved / "ner")
             rows.append(common.make_row("structperc_ner", setting, "ents_f", scores["ents_f"],
                                         dataset="conll2003", split=args.split))
-            for label, f in sorted(scores["per_type"].items()):
-                rows.append(common.make_row("structperc_ner", setting, f"f_{label}", f, dataset="conll2003",
+            for metric, f in common.per_type_f(scores["per_type"]).items():
+                rows.append(common.make_row("structperc_ner", setting, metric, f, dataset="conll2003",
                                             split=args.split))
             rows.append(common.make_row("structperc_ner", setting, "model_mb", size / 1e6,
                                         dataset="conll2003", split=args.split))
@@ -143,12 +143,6 @@ def main(argv=None) -> int:
     common.save_results(args.results, "ner_features", rows, details, replace=lambda row: False, errors={},
                         command=command)
     return 0
-
-
-def _config_reads_documents() -> bool:
-    from thinc.api import Config
-    cfg = Config().from_disk(common.REPO_ROOT / "configs" / "ner.cfg", interpolate=False)
-    return bool(cfg["corpora"]["train"].get("documents"))
 
 
 if __name__ == "__main__":
