@@ -2,7 +2,8 @@
 
 A results file's rows ``{system, setting, dataset, split, metric, value}`` become one table line
 per (system, setting), one column per metric (``build_table``; the pivoted rows of
-PIVOT_PREFIXES and the reranking file get layouts of their own); a ``<component>_tune.json`` file
+PIVOT_PREFIXES and the reranking file get layouts of their own, and a file of CONFIG_ROWS leads
+with the rows of our committed configs beside the peers); a ``<component>_tune.json`` file
 its curves' best dev scores (``build_tune_table``); several files together the README's table of
 the components (``build_summary_table``, from a spec of where each cell comes from). The speed
 page's tables are in _speed_tables.py.
@@ -32,6 +33,7 @@ METRICS: Dict[str, Tuple[str, Any]] = {
     "train_seconds": ("train (s)", lambda v: f"{v:,.0f}"),
     "predict_wps": ("words/s", lambda v: f"{v:,.0f}"),
     "peak_rss_mb": ("peak RSS (MB)", lambda v: f"{v:,.0f}"),
+    "model_mb": ("model (MB)", lambda v: f"{v:,.1f}"),
     # bench_parser.py --only levers: the dev split's scores beside the test ones, and the model
     "dev_dep_uas": ("dev UAS", lambda v: f"{100 * v:.2f}"),
     "dev_dep_las": ("dev LAS", lambda v: f"{100 * v:.2f}"),
@@ -59,11 +61,17 @@ METRICS: Dict[str, Tuple[str, Any]] = {
 HIDDEN = {"dev_tag_acc", "dev_pos_acc", "test_pos_acc"}
 
 
+# F1 of one entity type ("f_PER", from _corpus.per_type_f): a column headed by the type.
+PER_TYPE = "f_"
+
+
 def format_value(metric: str, value: Any) -> str:
     if value is None:
         return "–"
     if metric in METRICS:
         return METRICS[metric][1](value)
+    if metric.startswith(PER_TYPE) and isinstance(value, float) and value <= 1.0:
+        return f"{100 * value:.2f}"
     if metric.endswith(("_acc", "_f", "_p", "_r", "_uas", "_las")) and isinstance(value, float) \
             and value <= 1.0:
         return f"{100 * value:.2f}"
@@ -73,7 +81,9 @@ def format_value(metric: str, value: Any) -> str:
 
 
 def header(metric: str) -> str:
-    return METRICS[metric][0] if metric in METRICS else metric
+    if metric in METRICS:
+        return METRICS[metric][0]
+    return metric[len(PER_TYPE):] if metric.startswith(PER_TYPE) else metric
 
 
 # Datasets named "<prefix><value>" (e.g. "synthetic P=0.9" from bench_synthetic.py) get a table of
@@ -188,29 +198,77 @@ def build_reranking_table(data: Dict[str, Any], split: str = "test") -> Optional
 
 def build_table(data: Dict[str, Any], split: str = "test") -> Optional[str]:
     """The Markdown table of one results file, or None if it has no rows for ``split``; then the
-    table of its pivoted rows (PIVOT_PREFIXES), if any."""
+    table of its pivoted rows (PIVOT_PREFIXES), if any. A file of CONFIG_ROWS with rows of a
+    committed config leads with those beside the peers (_build_config_tables)."""
     if data.get("component") == "reranking":
         return build_reranking_table(data, split)
     pivot = build_pivot_table(data, split)
-    main = _build_main_table(data, split)
+    main = _build_config_tables(data, split) or _build_main_table(data, split)
     if main is None or pivot is None:
         return main if pivot is None else pivot
     return main + "\n\n" + pivot
 
 
-def _build_main_table(data: Dict[str, Any], split: str = "test") -> Optional[str]:
+# Results files whose table, once they hold rows of our committed configs, leads with those beside
+# the peers, one table per dataset with every metric (F1 per type included), before the rest of
+# ours: component -> (the setting prefix of those rows, caption of the lead, caption of the rest).
+CONFIG_ROWS: Dict[str, Tuple[str, str, str]] = {
+    "ner": ("configs/",
+            "The committed configs as a user trains them (`spacy train`, model-best) beside the peers; "
+            "the columns after R are the F1 of each entity type:",
+            "The sentence-level baseline (ours trained in-process and tested on one Doc per sentence, "
+            "without the configs' gazetteers, document features and two-stage aggregation: `default`, "
+            "`n_latent 1`) and the retired latent sweep:"),
+}
+
+
+def _build_config_tables(data: Dict[str, Any], split: str = "test") -> Optional[str]:
+    spec = CONFIG_ROWS.get(data.get("component", ""))
+    if spec is None:
+        return None
+    prefix, lead_caption, rest_caption = spec
     rows = [r for r in data.get("rows", []) if r.get("split") == split and not _pivoted(r)]
+    ours = [r["system"].startswith("structperc") for r in rows]
+    with_config = {r["dataset"] for r, o in zip(rows, ours) if o and r["setting"].startswith(prefix)}
+    if not with_config:
+        return None
+    lead = [r["dataset"] in with_config and (not o or r["setting"].startswith(prefix)) for r, o in zip(rows, ours)]
+    datasets = list(dict.fromkeys(r["dataset"] for r in rows))  # the order of the whole table
+    parts = [lead_caption]
+    for dataset in (d for d in datasets if d in with_config):
+        parts.append(f"{dataset}, {split}:")
+        parts.append(_build_main_table(data, split, [r for r, x in zip(rows, lead) if x and r["dataset"] == dataset],
+                                       foot=False, per_type=True))
+    rest = [r for r, x in zip(rows, lead) if not x]
+    if rest:
+        parts += [rest_caption, _build_main_table(data, split, rest, datasets=datasets)]
+    else:
+        parts.append(_foot(data, split, []))
+    return "\n\n".join(parts)
+
+
+def _build_main_table(data: Dict[str, Any], split: str = "test", rows: Optional[List[Dict[str, Any]]] = None,
+                      foot: bool = True, datasets: Sequence[str] = (), per_type: bool = False) -> Optional[str]:
+    """One line per (dataset, system, setting) of ``rows`` (default: the file's rows of ``split``),
+    datasets in the order of ``datasets`` or of their first row, ours first within each; the F1 of
+    each type (PER_TYPE metrics) only with ``per_type`` (a table of one dataset)."""
+    if rows is None:
+        rows = [r for r in data.get("rows", []) if r.get("split") == split and not _pivoted(r)]
     if not rows:
         return None
-    datasets = list(dict.fromkeys(r["dataset"] for r in rows))
-    component = data.get("component", "")
+    present = set(r["dataset"] for r in rows)
+    datasets = [d for d in datasets if d in present] or list(dict.fromkeys(r["dataset"] for r in rows))
     # Our own system(s) first (named after the component, e.g. structperc_tagger), then peers.
     systems = list(dict.fromkeys(r["system"] for r in rows))
     ours = [s for s in systems if s.startswith("structperc")]
     systems = ours + [s for s in systems if s not in ours]
     metrics_seen = [m for m in dict.fromkeys(r["metric"] for r in rows) if m not in HIDDEN]
     metrics = [m for m in METRICS if m in metrics_seen] + \
-              [m for m in metrics_seen if m not in METRICS]
+              [m for m in metrics_seen if m not in METRICS and not m.startswith(PER_TYPE)]
+    types = sorted(m for m in metrics_seen if m.startswith(PER_TYPE)) if per_type else []
+    if types:  # after the overall scores
+        at = max((metrics.index(m) + 1 for m in ("ents_f", "ents_p", "ents_r") if m in metrics), default=0)
+        metrics[at:at] = types
     cells: Dict[Tuple[str, str, str], Dict[str, Any]] = {}
     order: List[Tuple[str, str, str]] = []
     for r in rows:
@@ -231,7 +289,14 @@ def _build_main_table(data: Dict[str, Any], split: str = "test") -> Optional[str
         line = ([dataset] if len(datasets) > 1 else []) + [system_cell, setting] + \
             [format_value(m, cells[key].get(m)) for m in metrics]
         lines.append("| " + " | ".join(line) + " |")
+    if foot:
+        lines += ["", _foot(data, split, datasets)]
+    return "\n".join(lines)
 
+
+def _foot(data: Dict[str, Any], split: str, datasets: Sequence[str]) -> str:
+    """The line under a results file's table: split, machine, date, where it comes from."""
+    component = data.get("component", "")
     foot = []
     if len(datasets) == 1:
         foot.append(f"{datasets[0]} {split}")
@@ -246,11 +311,9 @@ def _build_main_table(data: Dict[str, Any], split: str = "test") -> Optional[str
     if data.get("quick"):
         foot.append("QUICK SMOKE RUN, not real figures")
     script = f"benchmarks/bench_{component}.py" if component else "benchmarks/"
-    lines.append("")
-    lines.append(f"<sub>{'; '.join(foot)}. Accuracies in %, words/s from one process; "
-                 f"generated from `benchmarks/results/{component}.json` by "
-                 f"`benchmarks/make_readme_tables.py`; rerun with `python {script}`.</sub>")
-    return "\n".join(lines)
+    return (f"<sub>{'; '.join(foot)}. Accuracies in %, words/s from one process; "
+            f"generated from `benchmarks/results/{component}.json` by "
+            f"`benchmarks/make_readme_tables.py`; rerun with `python {script}`.</sub>")
 
 
 
@@ -330,7 +393,8 @@ def build_summary_table(results: Dict[str, Any], summary: Sequence[Dict[str, Any
                         split: str = "test") -> Optional[str]:
     """The README's table of the components from the loaded results files (``results``: file
     name -> contents): a row for each spec of ``summary`` (keys name, writes, paper, corpus,
-    metrics, published, optionally published_ours; ours, spacy and wps: lists of Sources)."""
+    metrics, published, optionally published_ours: {key: Sources with a metric each}; ours, spacy and
+    wps: lists of Sources)."""
     lines = ["| component | writes | method | test score: ours / spaCy | best published | "
              "words/s: ours / spaCy |", "|---|---|---|---|---|---|"]
     used: Dict[str, Dict[str, Any]] = {}
@@ -344,11 +408,11 @@ def build_summary_table(results: Dict[str, Any], summary: Sequence[Dict[str, Any
                               for i, (m, o) in enumerate(zip(spec["metrics"], ours)))
             score += f" ({spec['corpus']})"
         published = spec["published"]
-        for key, (name, system, setting, dataset, metric) in spec.get("published_ours", {}).items():
-            hit = _source_values(results, (name, system, setting, dataset), [metric], split)
+        for key, sources in spec.get("published_ours", {}).items():  # the first source that has it
+            hit = next(filter(None, (_source_values(results, src[:4], [src[4]], split) for src in sources)), None)
             published = published.replace("{" + key + "}", f"{100 * hit[0][0]:.2f}" if hit else "–")
             if hit:
-                used.setdefault(name, results[name])
+                used.setdefault(hit[1]["file"], results[hit[1]["file"]])
         wps = "–"
         if spec["wps"]:
             o = _source_values(results, spec["wps"][0], ["wps"], split)
