@@ -50,6 +50,8 @@ BEAM_CONFIG = "parser_beam.cfg"   # the most accurate setting: configs/parser.cf
 HYBRID = ["--components.parser.transition_system", "arc-hybrid",
           "--components.parser.model.features.arc_hybrid", "true"]
 DYNAMIC = HYBRID + ["--components.parser.oracle", "dynamic", "--components.parser.explore", "0.9"]
+STANDARD_DYNAMIC = ["--components.parser.oracle", "dynamic", "--components.parser.explore", "0.9",
+                    "--components.parser.explore_after", "2"]
 LEVERS: Dict[str, List[str]] = {
     "parser.cfg": [],
     "upos features": ["--components.parser.model.features.upos", "true"],
@@ -60,6 +62,9 @@ LEVERS: Dict[str, List[str]] = {
     # tsuruoka2011 Table 4 on top of exploration: does lookahead help such a parser?
     "arc-hybrid, dynamic oracle, explore 0.9 after 2 passes, lookahead 1":
         DYNAMIC + ["--components.parser.explore_after", "2", "--components.parser.lookahead_depth", "1"],
+    # arc-standard with its own dynamic oracle (Goldberg, Sartorio and Satta 2014), and with lookahead.
+    "dynamic oracle, explore 0.9 after 2 passes": STANDARD_DYNAMIC,
+    "dynamic oracle, explore 0.9 after 2 passes, lookahead 1": STANDARD_DYNAMIC + ["--components.parser.lookahead_depth", "1"],
     # tsuruoka2011's margin perceptron, as the tagger uses it (margin 40).
     "margin 10": ["--components.parser.margin", "10.0"],
     "margin 40": ["--components.parser.margin", "40.0"],

@@ -69,6 +69,7 @@ cdef class ArcStandardSystem(TransitionSystem):
     cdef public bint eager_break   # dynamic oracle: SHIFT after a complete sentence costs one
     cdef readonly bint has_gold
     cdef public bint complete_gold   # score(): only the oracle's action where it knows one
+    cdef bint partial_gold           # some gold head is unknown (-2)
     cdef object _allowed
     cdef const hash_t* allowed     # sorted keys updates may touch; NULL: all
     cdef Py_ssize_t n_allowed
@@ -110,6 +111,8 @@ cdef class ArcStandardSystem(TransitionSystem):
     cdef bint _breaks_known(self, const void* state, int action) noexcept nogil
     cdef bint _on_stack(self, const void* state, int token) noexcept nogil
     cdef int _move_costs(self, const void* state, int* costs) noexcept nogil
+    cdef int _cut(self, const void* state, int start, int* reach) noexcept nogil
+    cdef int _standard_costs(self, const void* state, int* costs) noexcept nogil
 
 
 cdef int read_tree(ArcStandardSystem system, const char* state, int* heads, int* labels) noexcept nogil

@@ -32,7 +32,7 @@ left / right valency). A position that does not exist reads a per-position NONE 
 "s2 is empty" is a feature; an absent atom (0) fires no feature, as in templates.pyx.
 """
 from libc.stdlib cimport calloc, malloc, free
-from libc.string cimport memcpy, memset
+from libc.string cimport memcpy, memmove, memset
 from libc.math cimport INFINITY
 import numpy
 
@@ -156,6 +156,128 @@ cdef inline bint _contains(const hash_t* keys, Py_ssize_t n, hash_t key) noexcep
     return lo < n and keys[lo] == key
 
 
+cdef enum:
+    NEG = -(1 << 28)   # an impossible table entry
+
+
+cdef inline int _max(int a, int b) noexcept nogil:
+    return a if a > b else b
+
+
+cdef int _most_kept(const int* units, int N, int P, const int* gold, bint forest, int* work) noexcept nogil:
+    """The most known gold heads that the live tokens `units` (the stack's P, bottom first, then
+    the buffer's, in order) can still get, over every completion of arc-standard from there.
+
+    The trees reachable from such a configuration are the projective trees over the units (each
+    stack item stands for the subtree it has built) in which every arc between two stack units
+    has its right end dominating the stack's top: an item below the top can take an arc from
+    the stack only once everything above it has become its descendant. (Necessary, as every
+    arc-standard arc joins the two topmost items; sufficient, as the tests find by search.) So
+    this is Eisner's algorithm with two bits: on a head's left half, whether it has such an
+    arc, so its right half must reach the top; on an arc's dependent, whether its right half
+    does. A root scores when its gold head is -1. `forest` (BREAK): a tree holding the whole
+    stack, then any sequence of trees over the rest. `work`: 9 N^2 + N + 1 ints."""
+    cdef int NN = N * N, top = P - 1, s, t, w, r, m, u, c, c2, v, a, x, ft, f, rch, e
+    cdef int a_st, a_ts, best, tree
+    if N == 0:
+        return 0
+    # CR[s, t]: head s over s..t, right half. CL[f][s, t]: head t over s..t, left half, f: t has
+    # an arc to a stack unit on its left (t must reach the top). IR[f][s, t]: arc s -> t with
+    # t's left half, f: t must reach the top. IL[f][rch][s, t]: arc t -> s with s's right half,
+    # f: t must reach the top, rch: s's right half reaches the top.
+    cdef int* CR = work
+    cdef int* CL = work + NN
+    cdef int* IR = work + 3 * NN
+    cdef int* IL = work + 5 * NN
+    cdef int* F = work + 9 * NN
+    for s in range(N):
+        CR[s * N + s] = 0
+        CL[s * N + s] = 0
+        CL[NN + s * N + s] = NEG
+    for w in range(1, N):
+        for s in range(N - w):
+            t = s + w
+            a_st = gold[units[t]] == units[s]
+            a_ts = gold[units[s]] == units[t]
+            IR[s * N + t] = IR[NN + s * N + t] = NEG
+            for f in range(4):
+                IL[f * NN + s * N + t] = NEG
+            for r in range(s, t):
+                a = CR[s * N + r]
+                if a == NEG:
+                    continue
+                rch = r >= top
+                for ft in range(2):
+                    x = CL[ft * NN + (r + 1) * N + t]
+                    if x == NEG:
+                        continue
+                    f = ft or t < top
+                    v = a + x + a_st
+                    if v > IR[f * NN + s * N + t]:
+                        IR[f * NN + s * N + t] = v
+                    v = a + x + a_ts
+                    if v > IL[(2 * f + rch) * NN + s * N + t]:
+                        IL[(2 * f + rch) * NN + s * N + t] = v
+            best = NEG
+            for m in range(s + 1, t + 1):
+                c = CR[m * N + t]
+                if c == NEG:
+                    continue
+                x = IR[s * N + m]
+                if x != NEG and x + c > best:
+                    best = x + c
+                if t >= top:
+                    x = IR[NN + s * N + m]
+                    if x != NEG and x + c > best:
+                        best = x + c
+            CR[s * N + t] = best
+            for f in range(2):
+                best = NEG
+                for m in range(s, t):
+                    for rch in range(2):
+                        x = IL[(2 * f + rch) * NN + m * N + t]
+                        if x == NEG:
+                            continue
+                        a = CL[s * N + m]
+                        if rch:
+                            a = _max(a, CL[NN + s * N + m])
+                        if a != NEG and a + x > best:
+                            best = a + x
+                CL[f * NN + s * N + t] = best
+    if not forest:
+        return _tree(CR, CL, units, N, top, gold, 0, N)
+    F[N] = 0
+    for c in range(N - 1, P - 1, -1):
+        F[c] = NEG
+        for c2 in range(c + 1, N + 1):
+            tree = _tree(CR, CL, units, N, top, gold, c, c2)
+            if tree != NEG and F[c2] != NEG and tree + F[c2] > F[c]:
+                F[c] = tree + F[c2]
+    if P == 0:
+        return F[0]
+    best = NEG
+    for c in range(P, N + 1):
+        tree = _tree(CR, CL, units, N, top, gold, 0, c)
+        if tree != NEG and F[c] != NEG and tree + F[c] > best:
+            best = tree + F[c]
+    return best
+
+
+cdef int _tree(const int* CR, const int* CL, const int* units, int N, int top, const int* gold,
+               int s, int e) noexcept nogil:
+    """The best single tree over units s..e-1 (from _most_kept's tables), its root included."""
+    cdef int u, a, best = NEG, NN = N * N
+    for u in range(s, e):
+        if CR[u * N + e - 1] == NEG:
+            continue
+        a = CL[s * N + u]
+        if e - 1 >= top:
+            a = _max(a, CL[NN + s * N + u])
+        if a != NEG and a + CR[u * N + e - 1] + (gold[units[u]] == -1) > best:
+            best = a + CR[u * N + e - 1] + (gold[units[u]] == -1)
+    return best
+
+
 cdef class ArcStandardSystem(TransitionSystem):
     """Labelled arc-standard transitions over one bound span (a sentence, or a whole Doc); with
     system="arc-hybrid", arc-hybrid transitions (Kuhlmann et al. 2011) and their dynamic oracle
@@ -228,6 +350,7 @@ cdef class ArcStandardSystem(TransitionSystem):
         self.atoms = atoms if n else NULL
         self.has_gold = False
         self.gold_heads = self.gold_labels = self.gold_kids = NULL
+        self.partial_gold = False
         self.n_tokens = n
         self.allow_break = allow_break
         self.complete_gold = False
@@ -271,6 +394,7 @@ cdef class ArcStandardSystem(TransitionSystem):
         self.gold_heads = &h[0] if n else NULL
         self.gold_labels = &l[0] if n else NULL
         self.gold_kids = &k[0] if n else NULL
+        self.partial_gold = n > 0 and bool((numpy.asarray(h) == -2).any())
 
     cdef int* arr(self, const void* state, int k) noexcept nogil:
         return (<int*>(<char*>state + sizeof(ParseStateC))) + k * self.n_tokens
@@ -657,6 +781,8 @@ cdef class ArcStandardSystem(TransitionSystem):
             # actions of any state, and the static one's derivation of a partial tree is
             # completed first (complete_gold, below).
             return
+        if not self.hybrid and not self.partial_gold:
+            return   # a complete tree: the static oracle always knows, and exploration needs no mask
         g = self.gold_action(state)
         if g >= 0:
             if self.complete_gold and scores[g] != -INFINITY:
@@ -773,9 +899,12 @@ cdef class ArcStandardSystem(TransitionSystem):
         moves' (_move_costs) plus one for an arc to its gold head under a wrong known label; -1
         for an invalid action. arc-hybrid is arc-decomposable, so the least loss reachable from
         a state after an action is the state's plus the action's cost (the tests check it
-        against search over every completion). arc-standard has no such oracle here: False."""
-        if not self.hybrid or not self.has_gold:
+        against search over every completion). arc-standard is not arc-decomposable: its costs
+        come from the least loss before and after each move (_standard_costs)."""
+        if not self.has_gold:
             return False
+        if not self.hybrid:
+            return self._standard_costs(state, costs) == 0
         cdef const ParseStateC* st = <const ParseStateC*>state
         cdef const int* stack = self.arr(state, A_STACK)
         cdef int moves[4]
@@ -797,6 +926,95 @@ cdef class ArcStandardSystem(TransitionSystem):
             if costs[a + 1] >= 0 and h == head_right and gl >= 0 and gl != label:
                 costs[a + 1] += 1
         return True
+
+    cdef int _cut(self, const void* state, int start, int* reach) noexcept nogil:
+        """The first position c >= start that no known gold arc between live tokens (the stack's
+        and the buffer's) crosses. Without BREAK, the span's end. With BREAK, the tokens from c on
+        are a fresh sentence (or several) that no move before them can touch: once everything
+        before c is one tree, BREAK starts them on an empty stack, so their least loss is the
+        same in every state whose buffer starts at or before c, and costs need not count it.
+        `reach` is scratch of n ints."""
+        cdef const ParseStateC* st = <const ParseStateC*>state
+        cdef const int* stack = self.arr(state, A_STACK)
+        cdef int n = self.n_tokens, k, d, h, lo, hi, far = -1, c
+        if not self.allow_break or start >= n:
+            return n
+        for k in range(n):
+            reach[k] = -1
+        for k in range(st.n_stack + n - st.buf):
+            d = stack[k] if k < st.n_stack else st.buf + k - st.n_stack
+            h = self.gold_heads[d]
+            if h < 0 or (h < st.buf and not self._on_stack(state, h)):
+                continue
+            lo, hi = (d, h) if d < h else (h, d)
+            if lo < start:
+                far = hi if hi > far else far
+            elif hi > reach[lo]:
+                reach[lo] = hi
+        c = start
+        while far >= c:
+            c += 1
+            if reach[c - 1] > far:
+                far = reach[c - 1]
+        return c
+
+    cdef int _standard_costs(self, const void* state, int* costs) noexcept nogil:
+        """The dynamic oracle of arc-standard (Goldberg, Sartorio and Satta 2014): each move's
+        cost is the least loss reachable after it minus the least loss reachable now (labels:
+        one more for an arc to its gold head under a wrong known label); -1 for an invalid
+        action. The least loss is the number of known gold heads the best reachable tree misses;
+        _most_kept finds that tree exactly (the tests check it against search over every
+        completion). Returns -1 when out of memory."""
+        cdef const ParseStateC* st = <const ParseStateC*>state
+        cdef const int* stack = self.arr(state, A_STACK)
+        cdef int n = self.n_tokens, P = st.n_stack, b = st.buf, k, label, N, cut, known = 0
+        cdef int here, after, dep, head, lost, s0 = -1, s1 = -1
+        cdef int* units
+        cdef int* work
+        cdef int* others
+        for k in range(self.n_actions):
+            costs[k] = -1
+        units = <int*>malloc((2 * n + 1) * sizeof(int))
+        if units == NULL:
+            return -1
+        cut = self._cut(state, b + 1 if b < n else n, units + n)
+        N = P + cut - b
+        for k in range(N):
+            units[k] = stack[k] if k < P else b + k - P
+            known += self.gold_heads[units[k]] != -2
+        work = <int*>malloc((9 * N * N + N + 1) * sizeof(int))
+        if work == NULL and N:
+            free(units)
+            return -1
+        # The loss over live tokens is `known` minus the best table value: a move's cost is the
+        # change in that, plus the loss of the arc (or root) it fixes.
+        here = _most_kept(units, N, P, self.gold_heads, self.allow_break, work)
+        if b < n:
+            costs[SHIFT] = here - _most_kept(units, N, P + 1, self.gold_heads, self.allow_break, work)
+        if P >= 1:
+            s0 = stack[P - 1]
+        if P >= 2:
+            s1 = stack[P - 2]
+            others = units + n
+            for k in range(2):
+                # LEFT-ARC: s1 <- s0 (unit P - 2 leaves); RIGHT-ARC: s1 -> s0 (unit P - 1 leaves).
+                dep, head = (s1, s0) if k == 0 else (s0, s1)
+                memcpy(others, units, (P - 2 + k) * sizeof(int))
+                memcpy(others + P - 2 + k, units + P - 1 + k, (N - P + 1 - k) * sizeof(int))
+                after = _most_kept(others, N - 1, P - 1, self.gold_heads, self.allow_break, work)
+                lost = (self.gold_heads[dep] != -2 and self.gold_heads[dep] != head) + here - after - (
+                    self.gold_heads[dep] != -2)
+                for label in range(self.n_labels):
+                    costs[N_FIXED_ACTIONS + 2 * label + k] = lost + (
+                        self.gold_heads[dep] == head and self.gold_labels[dep] >= 0
+                        and self.gold_labels[dep] != label)
+        if self.allow_break and P == 1 and b < n:
+            after = _most_kept(units + 1, N - 1, 0, self.gold_heads, True, work)
+            costs[BREAK] = (self.gold_heads[s0] != -2 and self.gold_heads[s0] != -1) + here - after - (
+                self.gold_heads[s0] != -2)
+        free(units)
+        free(work)
+        return 0
 
     cdef bint _may_descend(self, int q, int s0) noexcept nogil:
         """Whether token q (or nothing, q >= n) may be a descendant of s0 in the gold tree,

@@ -169,11 +169,10 @@ class StructuredParser(PerceptronPipe):
         _choice(name, "decoder", decoder, DECODERS)
         _choice(name, "transition_system", transition_system, SYSTEMS)
         _choice(name, "oracle", oracle, ORACLES)
-        if oracle == "dynamic" and (transition_system != "arc-hybrid" or decoder != "greedy"):
+        if oracle == "dynamic" and decoder != "greedy":
             raise ValueError(Errors.S012.format(
                 setting="oracle", name=name, value=oracle,
-                requirement=f"'static' with transition_system {transition_system!r} and decoder "
-                            f"{decoder!r} ('dynamic' needs 'arc-hybrid' and 'greedy')"))
+                requirement=f"'static' with decoder {decoder!r} ('dynamic' needs 'greedy')"))
         if not (isinstance(explore, (int, float)) and not isinstance(explore, bool) and 0.0 <= explore <= 1.0):
             raise ValueError(Errors.S012.format(setting="explore", name=name, value=explore,
                                                 requirement="a probability between 0 and 1"))
@@ -711,7 +710,10 @@ class StructuredParser(PerceptronPipe):
                     gold_heads, gold_labels = self._gold(eg, start, end, heads, deps)
                     if not (gold_heads > -2).any():
                         continue
-                    if (gold_heads == -2).any() and not use_beam and not dynamic:
+                    # A partial tree is completed first, except for arc-hybrid's dynamic oracle,
+                    # which reads missing heads as no arcs (arc-standard's costs would then need
+                    # the mask of mask_inconsistent, which exploration must not have).
+                    if (gold_heads == -2).any() and not use_beam and not (dynamic and system.system == "arc-hybrid"):
                         gold_heads, gold_labels = self._complete_tree(system, atoms[start:end], gold_heads,
                                                                       gold_labels, allow_break)
                     system.set_sentence(atoms[start:end], gold_heads, gold_labels, allow_break)

@@ -77,9 +77,10 @@ def make_parser(nlp: Language, name: str, model: ParserModel, decoder: str, look
     root_label: the label of sentence roots.
     transition_system: "arc-standard" (tsuruoka2011's, Nivre 2004) or "arc-hybrid" (Kuhlmann et
         al. 2011: LEFT-ARC attaches s0 to the next word; give the features arc_hybrid = true).
-    oracle: "static" (learn along the gold derivation) or "dynamic" (arc-hybrid and greedy
-        only: training with exploration, Goldberg and Nivre 2013: any action that loses no
-        reachable gold arc is correct, and the parser learns to continue after its mistakes).
+    oracle: "static" (learn along the gold derivation) or "dynamic" (greedy only: training
+        with exploration, Goldberg and Nivre 2013; for arc-standard, Goldberg, Sartorio and
+        Satta 2014: any action that loses no reachable gold arc is correct, and the parser
+        learns to continue after its mistakes).
     explore: with the dynamic oracle, the probability of following the parser's own action
         rather than a correct one while training.
     explore_after: passes over the data before exploring (the dynamic oracle alone before

@@ -227,13 +227,14 @@ def test_training_with_exploration_learns_trees_and_is_repeatable():
     assert all((a[0] == b[0]).all() and (a[1] == b[1]).all() for a, b in zip(first, again))
 
 
-def test_arc_standard_has_no_dynamic_oracle():
-    weights, system = make_system(system="arc-standard")
-    system.set_sentence(random_atoms(numpy.random.default_rng(0), 3), numpy.array([1, -1, 1], dtype=numpy.int32),
-                        numpy.array([0, -1, 1], dtype=numpy.int32))
-    assert system.costs(system.initial_state()) is None
+def test_a_system_without_costs_cannot_train_with_exploration():
+    """The tagger's transitions have no costs: exploration needs a dynamic oracle."""
+    from structperc_problems import TEMPLATE_SETS, make_system as make_tag_system, random_atoms as tag_atoms
+    _, _, tags = make_tag_system(TEMPLATE_SETS["first-order"][0], 3)
+    tags.set_sentence(tag_atoms(numpy.random.default_rng(0), 3))
+    assert tags.costs(tags.initial_state()) is None
     with pytest.raises(ValueError, match="dynamic oracle"):
-        lookahead.train(system, 0, 0.0, dynamic=True)
+        lookahead.train(tags, 0, 0.0, dynamic=True)
     with pytest.raises(ValueError, match="system must be"):
         make_system(system="arc-eager")
 

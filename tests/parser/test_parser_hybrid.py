@@ -1,5 +1,6 @@
-"""structperc_parser with transition_system = "arc-hybrid", the dynamic oracle (training with
-exploration), the UPOS and the label-set features: learning, saving and prediction paths."""
+"""structperc_parser with transition_system = "arc-hybrid", the dynamic oracles (training with
+exploration, arc-hybrid's and arc-standard's), the UPOS and the label-set features: learning,
+saving and prediction paths."""
 import numpy
 import pytest
 import spacy
@@ -12,6 +13,12 @@ HYBRID = {"transition_system": "arc-hybrid", "oracle": "dynamic", "explore": 0.9
           "model": {"@architectures": "spacy-structperc.ParserPerceptron.v1",
                     "features": {"@misc": "spacy-structperc.parser_features.v1", "arc_hybrid": True,
                                  "upos": True, "label_sets": True}}}
+# arc-standard (the default system) with its own dynamic oracle.
+STANDARD = {"oracle": "dynamic", "explore": 0.9,
+            "model": {"@architectures": "spacy-structperc.ParserPerceptron.v1",
+                      "features": {"@misc": "spacy-structperc.parser_features.v1", "upos": True,
+                                   "label_sets": True}}}
+EXPLORING = {"arc-hybrid": HYBRID, "arc-standard": STANDARD}
 # UPOS for TRAIN_DATA's tags (the upos features read token.pos_).
 UPOS = {"PRP": "PRON", "VBP": "VERB", "JJ": "ADJ", "NNS": "NOUN", "VB": "VERB", "NN": "NOUN",
         ".": "PUNCT", "IN": "ADP", "DT": "DET", "VBD": "VERB", "WDT": "PRON"}
@@ -44,22 +51,24 @@ def train(config=None, epochs=40):
     return nlp, parser
 
 
-@pytest.fixture(scope="module")
-def trained():
-    return train()
+@pytest.fixture(scope="module", params=list(EXPLORING))
+def trained(request):
+    nlp, parser = train(EXPLORING[request.param])
+    assert parser.transition_system == request.param and parser.system.system == request.param
+    return nlp, parser
 
 
 def test_learns_the_training_trees_with_exploration(trained):
     nlp, parser = trained
-    assert parser.transition_system == "arc-hybrid" and parser.system.system == "arc-hybrid"
     for words, tags, heads, deps in TRAIN_DATA:
         doc = nlp(doc_of(nlp, words, tags))
         assert [t.head.i for t in doc] == heads
         assert [t.dep_ for t in doc] == deps
 
 
-def test_training_is_repeatable():
-    a, b = train(epochs=6), train(epochs=6)
+@pytest.mark.parametrize("system", list(EXPLORING))
+def test_training_is_repeatable(system):
+    a, b = train(EXPLORING[system], epochs=6), train(EXPLORING[system], epochs=6)
     for words in TEST_WORDS:
         assert parse_of(a[0](doc_of(a[0], words))) == parse_of(b[0](doc_of(b[0], words)))
 
@@ -82,9 +91,9 @@ def test_reloads_to_identical_output(trained, tmp_path):
     expected = [parse_of(nlp(doc_of(nlp, w))) for w in texts]
     nlp.to_disk(tmp_path / "nlp")
     loaded = spacy.load(tmp_path / "nlp")
-    assert loaded.get_pipe("structperc_parser").transition_system == "arc-hybrid"
+    assert loaded.get_pipe("structperc_parser").transition_system == parser.transition_system
     assert [parse_of(loaded(doc_of(loaded, w))) for w in texts] == expected
-    nlp2, parser2 = make()
+    nlp2, parser2 = make(EXPLORING[parser.transition_system])
     parser2.from_bytes(parser.to_bytes())
     assert [parse_of(nlp2(doc_of(nlp2, w))) for w in texts] == expected
 
@@ -120,8 +129,8 @@ def test_upos_features_read_pos():
 
 
 @pytest.mark.parametrize("config,match", [
-    ({"oracle": "dynamic"}, "needs 'arc-hybrid'"),
-    ({"transition_system": "arc-hybrid", "oracle": "dynamic", "decoder": "beam"}, "needs 'arc-hybrid' and 'greedy'"),
+    ({"oracle": "dynamic", "decoder": "beam"}, "needs 'greedy'"),
+    ({"transition_system": "arc-hybrid", "oracle": "dynamic", "decoder": "beam"}, "needs 'greedy'"),
     ({"transition_system": "arc-eager"}, "S008"),
     ({"explore": 1.5}, "probability"),
     ({"explore_after": -1}, "S012"),
@@ -131,10 +140,12 @@ def test_bad_settings_are_refused(config, match):
         make(config)
 
 
-def test_exploration_learns_from_partial_trees():
-    """Missing heads cost nothing to the dynamic oracle: trained on trees with some heads
-    missing (spaCy's head == self with no label), the parser learns the known arcs."""
-    nlp, parser = make()
+@pytest.mark.parametrize("system", list(EXPLORING))
+def test_exploration_learns_from_partial_trees(system):
+    """Trained on trees with some heads missing (spaCy's head == self with no label), the
+    parser learns the known arcs: arc-hybrid's dynamic oracle reads missing heads as costing
+    nothing, arc-standard's explores around the tree completed first (as the static oracle)."""
+    nlp, parser = make(EXPLORING[system])
     egs = []
     for words, tags, heads, deps in TRAIN_DATA:
         # drop the head of every third token (not the root)

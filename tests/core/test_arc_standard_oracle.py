@@ -1,0 +1,161 @@
+"""arc-standard's dynamic oracle (Goldberg, Sartorio and Satta 2014; _core/arcstandard.pyx,
+_standard_costs and _most_kept).
+
+arc-standard is not arc-decomposable: an action's cost is not a count of arcs it rules out one
+by one, but the change in the least loss over every completion. That least loss comes from a
+table over the live tokens; here it must equal exhaustive search, on small random trees (one
+sentence or several, with BREAK; with missing heads and labels), at every configuration random
+walks visit, for every action.
+"""
+import numpy
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from spacy_structperc._core import lookahead
+
+from test_arc_hybrid import ATOMS, check_costs, make_system, random_sentences_tree
+from test_parser_core import random_atoms, random_tree
+
+SHIFT, BREAK = 0, 1
+
+
+def standard(n_labels=2):
+    return make_system(n_labels=n_labels, system="arc-standard")
+
+
+@pytest.mark.parametrize("allow_break", [False, True])
+def test_cost_is_the_loss_an_action_adds_over_every_completion(allow_break):
+    rng = numpy.random.default_rng(17)
+    weights, system = standard()
+    for trial in range(30):
+        n = int(rng.integers(2 if allow_break else 1, 8))
+        heads = random_sentences_tree(rng, n) if allow_break and trial % 2 else random_tree(rng, n)
+        labels = rng.integers(0, 2, size=n).astype(numpy.int32)
+        labels[heads < 0] = -1
+        system.set_sentence(random_atoms(rng, n), heads, labels, allow_break)
+        check_costs(system, heads, labels, rng, n_walks=10)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 6), st.integers(0, 2 ** 32 - 1), st.booleans())
+def test_cost_with_missing_heads_and_labels(n, seed, allow_break):
+    """Missing heads (-2) and labels (-1) are no arcs: they never cost anything."""
+    rng = numpy.random.default_rng(seed)
+    weights, system = standard()
+    heads = random_sentences_tree(rng, n) if allow_break and n > 1 else random_tree(rng, n)
+    labels = rng.integers(0, 2, size=n).astype(numpy.int32)
+    labels[heads < 0] = -1
+    heads = numpy.where(rng.random(n) < 0.3, -2, heads).astype(numpy.int32)
+    labels = numpy.where(rng.random(n) < 0.3, -1, labels).astype(numpy.int32)
+    system.set_sentence(random_atoms(rng, n), heads, labels, allow_break)
+    check_costs(system, heads, labels, rng, n_walks=6)
+
+
+def test_after_a_finished_sentence_only_break_is_free():
+    """Once the stack holds one finished sentence, SHIFT would join the next sentence to it by an
+    arc that is not gold: arc-standard's own costs make BREAK the only correct action (arc-hybrid
+    needs eager_break for that)."""
+    rng = numpy.random.default_rng(4)
+    weights, system = standard()
+    n_checked = 0
+    for _ in range(40):
+        n = int(rng.integers(2, 9))
+        heads = random_sentences_tree(rng, n)
+        labels = numpy.where(heads < 0, -1, 0).astype(numpy.int32)
+        system.set_sentence(random_atoms(rng, n), heads, labels, True)
+        state = system.initial_state()
+        for a in system.oracle_path():
+            stack, buf = system.stack_of(state)
+            if len(stack) == 1 and buf < n and heads[stack[0]] == -1 and not any(
+                    heads[k] == stack[0] for k in range(buf, n)) and all(
+                    heads[k] != buf for k in range(buf)):
+                costs = system.costs(state)
+                assert costs[BREAK] == 0 and costs[SHIFT] >= 1
+                n_checked += 1
+            state = system.step(state, int(a))
+    assert n_checked > 10
+
+
+def test_the_static_oracle_path_costs_nothing():
+    """The static oracle's derivation of a projective tree loses no arc: every action on it is
+    one of the dynamic oracle's correct actions (the dynamic oracle is complete)."""
+    rng = numpy.random.default_rng(3)
+    weights, system = standard(n_labels=3)
+    for _ in range(150):
+        n = int(rng.integers(1, 14))
+        heads = random_tree(rng, n)
+        labels = rng.integers(0, 3, size=n).astype(numpy.int32)
+        labels[heads < 0] = -1
+        system.set_sentence(random_atoms(rng, n), heads, labels)
+        state = system.initial_state()
+        for a in system.oracle_path():
+            assert system.costs(state)[a] == 0
+            state = system.step(state, int(a))
+
+
+def test_long_documents_cost_the_same_as_their_sentences():
+    """With BREAK, the oracle reads only the tokens up to the next sentence no live arc crosses:
+    a sentence's costs are the same with more sentences after it (a long Doc stays cheap)."""
+    rng = numpy.random.default_rng(8)
+    weights, system = standard()
+    for _ in range(20):
+        first = random_tree(rng, int(rng.integers(2, 7)))
+        rest = random_sentences_tree(rng, int(rng.integers(2, 12)))
+        n1 = len(first)
+        heads = numpy.concatenate([first, numpy.where(rest >= 0, rest + n1, rest)]).astype(numpy.int32)
+        labels = numpy.where(heads < 0, -1, 1).astype(numpy.int32)
+        atoms = random_atoms(rng, len(heads))
+        walks = []
+        system.set_sentence(atoms[:n1], first, labels[:n1], True)
+        for _ in range(4):   # random walks inside the first sentence, which then ends
+            state, actions = system.initial_state(), []
+            while not system.final(state):
+                valid = [a for a in range(system.n_actions) if system.is_valid_action(state, a)]
+                actions.append(int(rng.choice(valid)))
+                state = system.step(state, actions[-1])
+            walks.append(actions)
+        for actions in walks:
+            system.set_sentence(atoms[:n1], first, labels[:n1], True)
+            alone, state = [], system.initial_state()
+            for a in actions:
+                alone.append(system.costs(state))
+                state = system.step(state, a)
+            system.set_sentence(atoms, heads, labels, True)
+            state = system.initial_state()
+            for a, costs in zip(actions, alone):
+                both = system.costs(state)
+                # BREAK is valid only with words left, and the first sentence alone has none
+                # at its end; every other cost is the first sentence's own.
+                keep = [k for k in range(system.n_actions) if k != BREAK and costs[k] >= 0]
+                assert (both[keep] == costs[keep]).all()
+                state = system.step(state, a)
+
+
+def test_training_with_exploration_learns_trees_and_is_repeatable():
+    rng = numpy.random.default_rng(11)
+    data = []
+    for _ in range(12):
+        n = int(rng.integers(3, 9))
+        heads = random_tree(rng, n)
+        labels = rng.integers(0, 2, size=n).astype(numpy.int32)
+        labels[heads < 0] = -1
+        data.append((rng.integers(1, 10 ** 6, size=(n, len(ATOMS))).astype(numpy.uint64), heads, labels))
+
+    def train(explore):
+        weights, system = standard()
+        for epoch in range(15):
+            for i, (atoms, heads, labels) in enumerate(data):
+                system.set_sentence(atoms, heads, labels)
+                lookahead.train(system, 0, 0.0, dynamic=True, explore=explore, seed=epoch * 100 + i)
+                weights.next_example()
+        weights.set_use_averages(True)
+        out = []
+        for atoms, heads, labels in data:
+            system.set_sentence(atoms)
+            out.append(system.run(lookahead.decode(system, 0)))
+        return out
+
+    first = train(0.9)
+    assert all((h == g[1]).all() and (l == g[2]).all() for (h, l), g in zip(first, data))
+    again = train(0.9)
+    assert all((a[0] == b[0]).all() and (a[1] == b[1]).all() for a, b in zip(first, again))
