@@ -65,6 +65,14 @@ LEVERS: Dict[str, List[str]] = {
     # arc-standard with its own dynamic oracle (Goldberg, Sartorio and Satta 2014), and with lookahead.
     "dynamic oracle, explore 0.9 after 2 passes": STANDARD_DYNAMIC,
     "dynamic oracle, explore 0.9 after 2 passes, lookahead 1": STANDARD_DYNAMIC + ["--components.parser.lookahead_depth", "1"],
+    # Updates touch only features seen twice along the gold derivations (min_feature_freq 2):
+    # exploration's states off them then learn through fewer features. With every feature:
+    "dynamic oracle, explore 0.9 after 2 passes, every feature":
+        STANDARD_DYNAMIC + ["--components.parser.min_feature_freq", "1"],
+    "dynamic oracle, explore 0.9 after 2 passes, lookahead 1, every feature":
+        STANDARD_DYNAMIC + ["--components.parser.lookahead_depth", "1", "--components.parser.min_feature_freq", "1"],
+    # tsuruoka2011 Table 4 with the static oracle, at the same budget.
+    "lookahead 1": ["--components.parser.lookahead_depth", "1"],
     # tsuruoka2011's margin perceptron, as the tagger uses it (margin 40).
     "margin 10": ["--components.parser.margin", "10.0"],
     "margin 40": ["--components.parser.margin", "40.0"],

@@ -70,6 +70,7 @@ cdef class ArcStandardSystem(TransitionSystem):
     cdef readonly bint has_gold
     cdef public bint complete_gold   # score(): only the oracle's action where it knows one
     cdef bint partial_gold           # some gold head is unknown (-2)
+    cdef public bint keep_gold_arcs  # training with exploration: label pruning keeps a gold arc (_gold_arc)
     cdef object _allowed
     cdef const hash_t* allowed     # sorted keys updates may touch; NULL: all
     cdef Py_ssize_t n_allowed
@@ -113,6 +114,7 @@ cdef class ArcStandardSystem(TransitionSystem):
     cdef int _move_costs(self, const void* state, int* costs) noexcept nogil
     cdef int _cut(self, const void* state, int start, int* reach) noexcept nogil
     cdef int _standard_costs(self, const void* state, int* costs) noexcept nogil
+    cdef int _gold_arc(self, const void* state) noexcept nogil
 
 
 cdef int read_tree(ArcStandardSystem system, const char* state, int* heads, int* labels) noexcept nogil

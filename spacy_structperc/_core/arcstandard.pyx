@@ -589,7 +589,8 @@ cdef class ArcStandardSystem(TransitionSystem):
     cdef void _score(self, const void* state, weight_t* scores, bint search) noexcept nogil:
         # search: prune labels and keep scores in the cache, as lookahead and the beam need.
         cdef int a, n, g, L = self.n_labels
-        cdef weight_t keep_gold = 0
+        cdef weight_t keep_gold = 0, keep_arc = 0
+        cdef int g2
         cdef hash_t sig = 0x84222325cbf29ce4ULL
         cdef int slot
         cdef const ParseStateC* st = <const ParseStateC*>state
@@ -630,13 +631,36 @@ cdef class ArcStandardSystem(TransitionSystem):
             return
         if search and self.label_candidates > 0 and self.label_candidates < L:
             g = self.gold_action(state) if self.has_gold else -1
+            g2 = self._gold_arc(state) if self.has_gold and self.keep_gold_arcs else -1
             # The gold action survives pruning: set it aside and put it back afterwards.
             if g >= N_FIXED_ACTIONS:
                 keep_gold = scores[g]
+            if g2 >= N_FIXED_ACTIONS:
+                keep_arc = scores[g2]
             self.prune(scores, N_FIXED_ACTIONS, self.label_candidates)
             self.prune(scores, N_FIXED_ACTIONS + 1, self.label_candidates)
             if g >= N_FIXED_ACTIONS:
                 scores[g] = keep_gold
+            if g2 >= N_FIXED_ACTIONS:
+                scores[g2] = keep_arc
+
+    cdef int _gold_arc(self, const void* state) noexcept nogil:
+        """The arc between s0 and s1 that is a gold arc, with its gold label (arc-standard), or -1:
+        off the gold derivation it may cost nothing although the static oracle would not take it
+        yet (a dependent whose missing children are lost already), so training with exploration
+        keeps it through label pruning, as the static oracle's action is kept."""
+        cdef const ParseStateC* st = <const ParseStateC*>state
+        cdef const int* stack = self.arr(state, A_STACK)
+        cdef int s0, s1
+        if self.hybrid or st.n_stack < 2:
+            return -1
+        s0 = stack[st.n_stack - 1]
+        s1 = stack[st.n_stack - 2]
+        if self.gold_heads[s1] == s0 and self.gold_labels[s1] >= 0:
+            return N_FIXED_ACTIONS + 2 * self.gold_labels[s1]
+        if self.gold_heads[s0] == s1 and self.gold_labels[s0] >= 0:
+            return N_FIXED_ACTIONS + 2 * self.gold_labels[s0] + 1
+        return -1
 
     cdef int _from_kept(self, int buf, int s0, int m, weight_t* scores) noexcept nogil:
         # scores[:m] = the longest kept partial sum that holds for this buffer position and s0

@@ -729,6 +729,7 @@ class StructuredParser(PerceptronPipe):
                         # The exploration's draws follow the averaging clock (one tick per
                         # example, saved and pickled with the weights) and the span: a copy
                         # trained on the same examples draws the same.
+                        system.keep_gold_arcs = dynamic
                         updates, errors, _ = lookahead.train(
                             system, self.cfg["lookahead_depth"], self.cfg["margin"], dynamic=dynamic,
                             explore=explore, seed=(weights.clock << 16) + start)
