@@ -13,8 +13,8 @@ from hypothesis import given, settings, strategies as st
 
 from spacy_structperc._core import lookahead
 
-from test_arc_hybrid import ATOMS, check_costs, make_system, random_sentences_tree
-from test_parser_core import random_atoms, random_tree
+from test_arc_hybrid import ATOMS, check_costs, make_system, random_sentences_tree, walk_states
+from test_parser_core import random_atoms, random_tree, randomize
 
 SHIFT, BREAK = 0, 1
 
@@ -159,3 +159,40 @@ def test_training_with_exploration_learns_trees_and_is_repeatable():
     assert all((h == g[1]).all() and (l == g[2]).all() for (h, l), g in zip(first, data))
     again = train(0.9)
     assert all((a[0] == b[0]).all() and (a[1] == b[1]).all() for a, b in zip(first, again))
+
+
+def test_exploration_keeps_the_gold_labelled_arc_through_label_pruning():
+    """With label_candidates = 1, scoring keeps each direction's best label and the static
+    oracle's action. Off the gold path, a gold arc between s0 and s1 may cost nothing while the
+    static oracle would not take it: training with exploration (keep_gold_arcs) keeps it under its
+    gold label, so the labels are learnt off the gold path too. Without the flag it is pruned in
+    some of these states."""
+    rng = numpy.random.default_rng(21)
+    weights, system = make_system(n_labels=4, label_candidates=1, system="arc-standard")
+    pruned = kept = 0
+    for _ in range(30):
+        n = int(rng.integers(3, 9))
+        heads = random_tree(rng, n)
+        labels = rng.integers(0, 4, size=n).astype(numpy.int32)
+        labels[heads < 0] = -1
+        system.set_sentence(random_atoms(rng, n), heads, labels)
+        randomize(system, weights, rng, walks=2)
+        for state in walk_states(system, rng, 4):
+            stack, _ = system.stack_of(state)
+            if len(stack) < 2:
+                continue
+            s1, s0 = stack[-2], stack[-1]
+            if heads[s1] == s0:
+                arc = 2 + 2 * int(labels[s1])
+            elif heads[s0] == s1:
+                arc = 3 + 2 * int(labels[s0])
+            else:
+                continue
+            if system.costs(state)[arc] != 0:
+                continue
+            system.keep_gold_arcs = True
+            assert system.action_scores(state)[arc] != -numpy.inf
+            kept += 1
+            system.keep_gold_arcs = False
+            pruned += system.action_scores(state)[arc] == -numpy.inf
+    assert kept > 20 and pruned > 0
