@@ -196,7 +196,8 @@ def test_decoded_parses_are_trees(allow_break):
                 h = heads[h]
 
 
-def test_training_with_exploration_learns_trees_and_is_repeatable():
+@pytest.mark.parametrize("system_name", ["arc-hybrid", "arc-standard"])
+def test_training_with_exploration_learns_trees_and_is_repeatable(system_name):
     rng = numpy.random.default_rng(11)
     data = []
     for _ in range(12):
@@ -208,7 +209,7 @@ def test_training_with_exploration_learns_trees_and_is_repeatable():
         data.append((rng.integers(1, 10 ** 6, size=(n, len(ATOMS))).astype(numpy.uint64), heads, labels))
 
     def train(explore):
-        weights, system = make_system(n_labels=2)
+        weights, system = make_system(n_labels=2, system=system_name)
         for epoch in range(15):
             for i, (atoms, heads, labels) in enumerate(data):
                 system.set_sentence(atoms, heads, labels)

@@ -11,9 +11,7 @@ import numpy
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from spacy_structperc._core import lookahead
-
-from test_arc_hybrid import ATOMS, check_costs, make_system, random_sentences_tree, walk_states
+from test_arc_hybrid import check_costs, make_system, random_sentences_tree, walk_states
 from test_parser_core import random_atoms, random_tree, randomize
 
 SHIFT, BREAK = 0, 1
@@ -129,36 +127,6 @@ def test_long_documents_cost_the_same_as_their_sentences():
                 keep = [k for k in range(system.n_actions) if k != BREAK and costs[k] >= 0]
                 assert (both[keep] == costs[keep]).all()
                 state = system.step(state, a)
-
-
-def test_training_with_exploration_learns_trees_and_is_repeatable():
-    rng = numpy.random.default_rng(11)
-    data = []
-    for _ in range(12):
-        n = int(rng.integers(3, 9))
-        heads = random_tree(rng, n)
-        labels = rng.integers(0, 2, size=n).astype(numpy.int32)
-        labels[heads < 0] = -1
-        data.append((rng.integers(1, 10 ** 6, size=(n, len(ATOMS))).astype(numpy.uint64), heads, labels))
-
-    def train(explore):
-        weights, system = standard()
-        for epoch in range(15):
-            for i, (atoms, heads, labels) in enumerate(data):
-                system.set_sentence(atoms, heads, labels)
-                lookahead.train(system, 0, 0.0, dynamic=True, explore=explore, seed=epoch * 100 + i)
-                weights.next_example()
-        weights.set_use_averages(True)
-        out = []
-        for atoms, heads, labels in data:
-            system.set_sentence(atoms)
-            out.append(system.run(lookahead.decode(system, 0)))
-        return out
-
-    first = train(0.9)
-    assert all((h == g[1]).all() and (l == g[2]).all() for (h, l), g in zip(first, data))
-    again = train(0.9)
-    assert all((a[0] == b[0]).all() and (a[1] == b[1]).all() for a, b in zip(first, again))
 
 
 def test_exploration_keeps_the_gold_labelled_arc_through_label_pruning():
