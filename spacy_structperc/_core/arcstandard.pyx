@@ -928,7 +928,7 @@ cdef class ArcStandardSystem(TransitionSystem):
         if not self.has_gold:
             return False
         if not self.hybrid:
-            return self._standard_costs(state, costs) == 0
+            return self._standard_costs(state, costs, NULL) == 0
         cdef const ParseStateC* st = <const ParseStateC*>state
         cdef const int* stack = self.arr(state, A_STACK)
         cdef int moves[4]
@@ -950,6 +950,15 @@ cdef class ArcStandardSystem(TransitionSystem):
             if costs[a + 1] >= 0 and h == head_right and gl >= 0 and gl != label:
                 costs[a + 1] += 1
         return True
+
+    cdef bint ranked_costs(self, const void* state, int* costs, const double* values) noexcept nogil:
+        """arc-standard: only the moves (SHIFT, BREAK, LEFT-ARC, RIGHT-ARC) whose best-valued
+        action could be the best-valued of least cost get their table (_standard_costs)."""
+        if not self.has_gold:
+            return False
+        if self.hybrid:
+            return self.action_costs(state, costs)
+        return self._standard_costs(state, costs, values) == 0
 
     cdef int _cut(self, const void* state, int start, int* reach) noexcept nogil:
         """The first position c >= start that no known gold arc between live tokens (the stack's
@@ -982,20 +991,28 @@ cdef class ArcStandardSystem(TransitionSystem):
                 far = reach[c - 1]
         return c
 
-    cdef int _standard_costs(self, const void* state, int* costs) noexcept nogil:
+    cdef int _standard_costs(self, const void* state, int* costs, const double* values) noexcept nogil:
         """The dynamic oracle of arc-standard (Goldberg, Sartorio and Satta 2014): each move's
         cost is the least loss reachable after it minus the least loss reachable now (labels:
         one more for an arc to its gold head under a wrong known label); -1 for an invalid
         action. The least loss is the number of known gold heads the best reachable tree misses;
         _most_kept finds that tree exactly (the tests check it against search over every
-        completion). Returns -1 when out of memory."""
+        completion). Returns -1 when out of memory.
+
+        With `values` (see ranked_costs), the moves are taken from the best-valued down, and
+        once one of their actions costs nothing, a move whose actions are all valued below it
+        gets no table (its costs stay -1): costs are never negative, so neither the least cost
+        (0) nor the best-valued action of that cost can be among them. A greedy parser's best
+        action is usually correct, so most states need two tables instead of four."""
         cdef const ParseStateC* st = <const ParseStateC*>state
         cdef const int* stack = self.arr(state, A_STACK)
-        cdef int n = self.n_tokens, P = st.n_stack, b = st.buf, k, label, N, cut, known = 0
-        cdef int here, after, dep, head, lost, s0 = -1, s1 = -1
+        cdef int n = self.n_tokens, P = st.n_stack, b = st.buf, k, N, cut, known = 0
+        cdef int here, j, m, a, first
+        cdef int order[4]
+        cdef double best[4]
+        cdef double v, found = -INFINITY
         cdef int* units
         cdef int* work
-        cdef int* others
         for k in range(self.n_actions):
             costs[k] = -1
         units = <int*>malloc((2 * n + 1) * sizeof(int))
@@ -1013,32 +1030,74 @@ cdef class ArcStandardSystem(TransitionSystem):
         # The loss over live tokens is `known` minus the best table value: a move's cost is the
         # change in that, plus the loss of the arc (or root) it fixes.
         here = _most_kept(units, N, P, self.gold_heads, self.allow_break, work)
-        if b < n:
-            costs[SHIFT] = here - _most_kept(units, N, P + 1, self.gold_heads, self.allow_break, work)
-        if P >= 1:
-            s0 = stack[P - 1]
-        if P >= 2:
-            s1 = stack[P - 2]
-            others = units + n
-            for k in range(2):
-                # LEFT-ARC: s1 <- s0 (unit P - 2 leaves); RIGHT-ARC: s1 -> s0 (unit P - 1 leaves).
-                dep, head = (s1, s0) if k == 0 else (s0, s1)
-                memcpy(others, units, (P - 2 + k) * sizeof(int))
-                memcpy(others + P - 2 + k, units + P - 1 + k, (N - P + 1 - k) * sizeof(int))
-                after = _most_kept(others, N - 1, P - 1, self.gold_heads, self.allow_break, work)
-                lost = (self.gold_heads[dep] != -2 and self.gold_heads[dep] != head) + here - after - (
-                    self.gold_heads[dep] != -2)
-                for label in range(self.n_labels):
-                    costs[N_FIXED_ACTIONS + 2 * label + k] = lost + (
-                        self.gold_heads[dep] == head and self.gold_labels[dep] >= 0
-                        and self.gold_labels[dep] != label)
-        if self.allow_break and P == 1 and b < n:
-            after = _most_kept(units + 1, N - 1, 0, self.gold_heads, True, work)
-            costs[BREAK] = (self.gold_heads[s0] != -2 and self.gold_heads[s0] != -1) + here - after - (
-                self.gold_heads[s0] != -2)
+        # The moves that apply here (M_SHIFT, M_BREAK, M_LEFT, M_RIGHT), each with the best value
+        # of its actions, ordered from the best-valued down (ties: the lower action first).
+        m = 0
+        for k in range(4):   # M_SHIFT, M_BREAK, M_LEFT, M_RIGHT
+            if k == M_SHIFT and b >= n or k == M_BREAK and not (self.allow_break and P == 1 and b < n) \
+                    or (k == M_LEFT or k == M_RIGHT) and P < 2:
+                continue
+            v = INFINITY
+            if values != NULL:
+                first = SHIFT if k == M_SHIFT else BREAK if k == M_BREAK else N_FIXED_ACTIONS + (k == M_RIGHT)
+                v = values[first]
+                if k == M_LEFT or k == M_RIGHT:
+                    for a in range(first, self.n_actions, 2):
+                        if values[a] > v:
+                            v = values[a]
+                if v == -INFINITY:
+                    continue   # no candidate action: nothing to learn about it
+            j = m
+            while j > 0 and best[j - 1] < v:
+                order[j], best[j] = order[j - 1], best[j - 1]
+                j -= 1
+            order[j], best[j] = k, v
+            m += 1
+        for j in range(m):
+            if best[j] < found:
+                break
+            self._move_cost(state, order[j], units, N, P, here, work, costs)
+            if values != NULL:
+                for a in range(self.n_actions):
+                    if costs[a] == 0 and values[a] > found:
+                        found = values[a]
         free(units)
         free(work)
         return 0
+
+    cdef void _move_cost(self, const void* state, int move, const int* units, int N, int P, int here,
+                         int* work, int* costs) noexcept nogil:
+        # The costs of `move`'s actions (see _standard_costs): here less the best table value
+        # after the move, plus the arc's (or the root's) own loss and, for an arc, its label's.
+        cdef const int* stack = self.arr(state, A_STACK)
+        cdef int n = self.n_tokens, label, after, dep, head, lost, k
+        cdef int* others
+        if move == M_SHIFT:
+            costs[SHIFT] = here - _most_kept(units, N, P + 1, self.gold_heads, self.allow_break, work)
+        elif move == M_BREAK:
+            dep = stack[P - 1]
+            after = _most_kept(units + 1, N - 1, 0, self.gold_heads, True, work)
+            costs[BREAK] = (self.gold_heads[dep] != -2 and self.gold_heads[dep] != -1) + here - after - (
+                self.gold_heads[dep] != -2)
+        else:
+            # LEFT-ARC: s1 <- s0 (unit P - 2 leaves); RIGHT-ARC: s1 -> s0 (unit P - 1 leaves).
+            k = move == M_RIGHT
+            if k == 0:
+                dep = stack[P - 2]
+                head = stack[P - 1]
+            else:
+                dep = stack[P - 1]
+                head = stack[P - 2]
+            others = <int*>units + n
+            memcpy(others, units, (P - 2 + k) * sizeof(int))
+            memcpy(others + P - 2 + k, units + P - 1 + k, (N - P + 1 - k) * sizeof(int))
+            after = _most_kept(others, N - 1, P - 1, self.gold_heads, self.allow_break, work)
+            lost = (self.gold_heads[dep] != -2 and self.gold_heads[dep] != head) + here - after - (
+                self.gold_heads[dep] != -2)
+            for label in range(self.n_labels):
+                costs[N_FIXED_ACTIONS + 2 * label + k] = lost + (
+                    self.gold_heads[dep] == head and self.gold_labels[dep] >= 0
+                    and self.gold_labels[dep] != label)
 
     cdef bint _may_descend(self, int q, int s0) noexcept nogil:
         """Whether token q (or nothing, q >= n) may be a descendant of s0 in the gold tree,

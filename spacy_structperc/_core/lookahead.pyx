@@ -226,7 +226,11 @@ def train(TransitionSystem system, int depth=0, float margin=0.0, bint record=Fa
                 la.evaluate(state, lengths)
                 least = -1
                 if dynamic:
-                    if not system.action_costs(state, costs):
+                    # Without a margin, the penalised best action is the best one, whose cost
+                    # ranked_costs always gives: the costs of actions that cannot matter may be
+                    # left out.
+                    if not (system.ranked_costs(state, costs, la.values) if margin == 0.0
+                            else system.action_costs(state, costs)):
                         with gil:
                             raise ValueError("this transition system has no dynamic oracle")
                     a_gold = -1

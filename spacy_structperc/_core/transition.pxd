@@ -24,6 +24,7 @@ cdef class TransitionSystem:
     cdef int features(self, const void* state, hash_t* keys) noexcept nogil
     cdef int gold_action(self, const void* state) noexcept nogil
     cdef bint action_costs(self, const void* state, int* costs) noexcept nogil
+    cdef bint ranked_costs(self, const void* state, int* costs, const double* values) noexcept nogil
     cdef int max_steps(self) noexcept nogil
 
 

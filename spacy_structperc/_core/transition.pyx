@@ -46,6 +46,13 @@ cdef class TransitionSystem:
         # unreachable from `state` (-1 for an invalid action); False when the system has none.
         return False
 
+    cdef bint ranked_costs(self, const void* state, int* costs, const double* values) noexcept nogil:
+        # What training with exploration reads of action_costs, given each action's value (-inf:
+        # not a candidate): the costs of the best-valued action and of every action that could be
+        # the best-valued of least cost; a system may leave the others -1 (ArcStandardSystem
+        # does, to skip its costliest tables). By default, every cost.
+        return self.action_costs(state, costs)
+
     # Python view of the interface: states are bytes. Used by tests and brute-force checks.
 
     def initial_state(self):
@@ -86,6 +93,19 @@ cdef class TransitionSystem:
         cdef int[::1] o = out
         cdef const char* p = state
         if not self.action_costs(p, &o[0]):
+            return None
+        return out
+
+    def ranked(self, bytes state, values):
+        """ranked_costs' view of `state` given the actions' values (float64, -inf: not a
+        candidate), or None when the system has no dynamic oracle."""
+        out = numpy.zeros((self.n_actions,), dtype=numpy.int32)
+        cdef int[::1] o = out
+        cdef const double[::1] v = numpy.ascontiguousarray(values, dtype=numpy.float64)
+        cdef const char* p = state
+        if v.shape[0] != self.n_actions:
+            raise ValueError(f"{v.shape[0]} values for {self.n_actions} actions")
+        if not self.ranked_costs(p, &o[0], &v[0]):
             return None
         return out
 

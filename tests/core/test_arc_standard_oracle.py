@@ -21,6 +21,20 @@ def standard(n_labels=2):
     return make_system(n_labels=n_labels, system="arc-standard")
 
 
+def static_path_states(system, rng, n_trees, sizes, sentences):
+    """(n, heads, state, action) along the static oracle's path of random trees (of several
+    sentences, with BREAK, when `sentences`) of sizes[0] to sizes[1] - 1 tokens, labels all 0."""
+    for _ in range(n_trees):
+        n = int(rng.integers(*sizes))
+        heads = random_sentences_tree(rng, n) if sentences else random_tree(rng, n)
+        labels = numpy.where(heads < 0, -1, 0).astype(numpy.int32)
+        system.set_sentence(random_atoms(rng, n), heads, labels, sentences)
+        state = system.initial_state()
+        for a in system.oracle_path():
+            yield n, heads, state, int(a)
+            state = system.step(state, int(a))
+
+
 @pytest.mark.parametrize("allow_break", [False, True])
 def test_cost_is_the_loss_an_action_adds_over_every_completion(allow_break):
     rng = numpy.random.default_rng(17)
@@ -53,24 +67,16 @@ def test_after_a_finished_sentence_only_break_is_free():
     """Once the stack holds one finished sentence, SHIFT would join the next sentence to it by an
     arc that is not gold: arc-standard's own costs make BREAK the only correct action (arc-hybrid
     needs eager_break for that)."""
-    rng = numpy.random.default_rng(4)
     weights, system = standard()
     n_checked = 0
-    for _ in range(40):
-        n = int(rng.integers(2, 9))
-        heads = random_sentences_tree(rng, n)
-        labels = numpy.where(heads < 0, -1, 0).astype(numpy.int32)
-        system.set_sentence(random_atoms(rng, n), heads, labels, True)
-        state = system.initial_state()
-        for a in system.oracle_path():
-            stack, buf = system.stack_of(state)
-            if len(stack) == 1 and buf < n and heads[stack[0]] == -1 and not any(
-                    heads[k] == stack[0] for k in range(buf, n)) and all(
-                    heads[k] != buf for k in range(buf)):
-                costs = system.costs(state)
-                assert costs[BREAK] == 0 and costs[SHIFT] >= 1
-                n_checked += 1
-            state = system.step(state, int(a))
+    for n, heads, state, _ in static_path_states(system, numpy.random.default_rng(4), 40, (2, 9), True):
+        stack, buf = system.stack_of(state)
+        if len(stack) == 1 and buf < n and heads[stack[0]] == -1 and not any(
+                heads[k] == stack[0] for k in range(buf, n)) and all(
+                heads[k] != buf for k in range(buf)):
+            costs = system.costs(state)
+            assert costs[BREAK] == 0 and costs[SHIFT] >= 1
+            n_checked += 1
     assert n_checked > 10
 
 
@@ -164,3 +170,62 @@ def test_exploration_keeps_the_gold_labelled_arc_through_label_pruning():
             system.keep_gold_arcs = False
             pruned += system.action_scores(state)[arc] == -numpy.inf
     assert kept > 20 and pruned > 0
+
+
+def _least_and_best(costs, values):
+    """What training with exploration reads of the costs: the least cost over the candidate
+    actions (finite value) and the best-valued action of that cost (the lower one on ties)."""
+    ok = [a for a in range(len(values)) if values[a] != -numpy.inf and costs[a] >= 0]
+    if not ok:
+        return None, None
+    least = min(costs[a] for a in ok)
+    best = None
+    for a in ok:
+        if costs[a] == least and (best is None or values[a] > values[best]):
+            best = a
+    return least, best
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 7), st.integers(0, 2 ** 32 - 1), st.booleans(), st.booleans())
+def test_ranked_costs_tell_training_what_every_cost_tells_it(n, seed, allow_break, missing):
+    """ranked_costs skips the tables of moves that cannot hold the best-valued correct action:
+    what it does give equals action_costs, and the least cost, the best-valued action of that
+    cost and the best action's own cost come out the same, whatever the values."""
+    rng = numpy.random.default_rng(seed)
+    weights, system = standard(n_labels=3)
+    heads = random_sentences_tree(rng, n) if allow_break and n > 1 else random_tree(rng, n)
+    labels = rng.integers(0, 3, size=n).astype(numpy.int32)
+    labels[heads < 0] = -1
+    if missing:
+        heads = numpy.where(rng.random(n) < 0.3, -2, heads).astype(numpy.int32)
+        labels = numpy.where(rng.random(n) < 0.3, -1, labels).astype(numpy.int32)
+    system.set_sentence(random_atoms(rng, n), heads, labels, allow_break)
+    for state in walk_states(system, rng, 4):
+        full = system.costs(state)
+        for _ in range(4):
+            # Values with ties and non-candidates (-inf), as a model's scores can have.
+            values = rng.integers(-3, 4, size=system.n_actions).astype(numpy.float64)
+            values[rng.random(system.n_actions) < 0.2] = -numpy.inf
+            ranked = system.ranked(state, values)
+            given_ = ranked >= 0
+            assert (ranked[given_] == full[given_]).all()
+            assert _least_and_best(ranked, values) == _least_and_best(full, values)
+            finite = numpy.flatnonzero(values != -numpy.inf)
+            if len(finite):
+                top = int(finite[numpy.argmax(values[finite])])
+                assert ranked[top] == full[top]
+
+
+def test_ranked_costs_skip_tables():
+    """The point of ranked_costs: when the best action costs nothing, the other moves' costs are
+    not computed."""
+    weights, system = standard()
+    skipped = 0
+    for _, _, state, a in static_path_states(system, numpy.random.default_rng(8), 20, (3, 8), False):
+        values = numpy.full(system.n_actions, -1.0)
+        values[a] = 1.0   # the model prefers the static oracle's action: it costs nothing
+        ranked, full = system.ranked(state, values), system.costs(state)
+        assert ranked[a] == 0
+        skipped += int(((full >= 0) & (ranked < 0)).sum())
+    assert skipped > 0
