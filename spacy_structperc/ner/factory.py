@@ -40,13 +40,14 @@ history = 1
         "gazetteer_folds": 10,
         "two_stage": False,
         "aggregate": "all",
+        "word_dropout": 0.0,
         "scorer": {"@scorers": "spacy.ner_scorer.v1"},
     },
     default_score_weights={"ents_f": 1.0, "ents_p": 0.0, "ents_r": 0.0, "ents_per_type": None},
 )
 def make_ner(nlp: Language, name: str, model: PerceptronModel, n_latent: int, order: int,
              reset_every: int, init_scale: float, seed: int, scheme: str, gazetteers: List[str],
-             gazetteer_folds: int, two_stage: bool, aggregate: str,
+             gazetteer_folds: int, two_stage: bool, aggregate: str, word_dropout: float,
              scorer: Optional[Callable]) -> LatentEntityRecognizer:
     """A named-entity recognizer: the latent-variable perceptron of sun2009, writing doc.ents.
 
@@ -74,6 +75,10 @@ def make_ner(nlp: Language, name: str, model: PerceptronModel, n_latent: int, or
     aggregate: what the second stage sees of the other occurrences: "all" (their labels, O
         included) or "entities" (their entity types; a word found only as O elsewhere has no
         stage feature, and a window without any is not decoded again).
+    word_dropout: in training only, the share of tokens whose word (its orth and lower-case form)
+        is hidden from the features, drawn anew at every pass (seeded by `seed`): the model
+        learns to tag a name from its shape, affixes, clusters, gazetteer matches, context and
+        other occurrences, as it must for a name it never saw. 0 = off.
     scorer: ents_p/r/f and ents_per_type (spacy.ner_scorer.v1).
     """
     return build_pipe(LatentEntityRecognizer, **locals())

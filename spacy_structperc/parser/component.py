@@ -37,7 +37,7 @@ from .. import docarrays
 from .._core import batch, beam, lookahead
 from .._core.arcstandard import SYSTEMS, ArcStandardSystem
 from ..errors import Errors
-from ..atoms import AtomBatch
+from ..atoms import AtomBatch, check_word_dropout, hide_words
 from ..reranking.features import GROUPS, GROUPS_V1
 from ..reranking.learners import KERNELS, LEARNERS
 from ..reranking.pipes import ParserReranker
@@ -165,7 +165,7 @@ class StructuredParser(PerceptronPipe):
                  min_label_freq: int = 10, min_feature_freq: int = 2, root_label: str = "ROOT",
                  scorer=None, reranker: Optional[dict] = None,
                  transition_system: str = "arc-standard", oracle: str = "static",
-                 explore: float = 0.0, explore_after: int = 0):
+                 explore: float = 0.0, explore_after: int = 0, word_dropout: float = 0.0):
         _choice(name, "decoder", decoder, DECODERS)
         _choice(name, "transition_system", transition_system, SYSTEMS)
         _choice(name, "oracle", oracle, ORACLES)
@@ -176,6 +176,7 @@ class StructuredParser(PerceptronPipe):
         if not (isinstance(explore, (int, float)) and not isinstance(explore, bool) and 0.0 <= explore <= 1.0):
             raise ValueError(Errors.S012.format(setting="explore", name=name, value=explore,
                                                 requirement="a probability between 0 and 1"))
+        check_word_dropout(name, word_dropout)
         _choice(name, "update", update, beam.UPDATE_METHODS)
         for setting, value, low in (("lookahead_depth", lookahead_depth, 0), ("beam_width", beam_width, 1),
                                     ("label_candidates", label_candidates, 0),
@@ -197,7 +198,7 @@ class StructuredParser(PerceptronPipe):
                          min_label_freq=min_label_freq, min_feature_freq=min_feature_freq,
                          root_label=root_label, reranker=reranker,
                          transition_system=transition_system, oracle=oracle, explore=float(explore),
-                         explore_after=explore_after)
+                         explore_after=explore_after, word_dropout=float(word_dropout))
         self._epoch = 0
         self._reset_reranker()
         self._labels_changed()
@@ -704,7 +705,9 @@ class StructuredParser(PerceptronPipe):
             doc = eg.predicted
             if len(doc):
                 heads, deps = projective_gold(eg, self.name)
-                atoms = self._training_atoms(eg)
+                unhidden = atoms = self._training_atoms(eg)
+                atoms = hide_words(atoms, self.model.atom_names, self.cfg.get("word_dropout", 0.0),
+                                   weights.clock)
                 spans, allow_break = self._spans(doc)
                 for start, end in spans:
                     gold_heads, gold_labels = self._gold(eg, start, end, heads, deps)
@@ -737,7 +740,7 @@ class StructuredParser(PerceptronPipe):
                         n_updates += updates
                 if self.reranker is not None:
                     feat_doc = doc if doc.has_annotation("TAG") or not self.same_tokens(eg) else eg.reference
-                    self._collect_candidates(eg, feat_doc, atoms, spans, allow_break, heads, deps)
+                    self._collect_candidates(eg, feat_doc, unhidden, spans, allow_break, heads, deps)
             weights.next_example()
         losses[self.name] += mistakes
         losses[f"{self.name}_updates"] = losses.get(f"{self.name}_updates", 0.0) + n_updates

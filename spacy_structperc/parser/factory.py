@@ -46,6 +46,7 @@ clusters = false
         "oracle": "static",
         "explore": 0.0,
         "explore_after": 0,
+        "word_dropout": 0.0,
         "scorer": {"@scorers": "spacy.parser_scorer.v1"},
     },
     default_score_weights={"dep_uas": 0.5, "dep_las": 0.5, "dep_las_per_type": None,
@@ -56,7 +57,8 @@ def make_parser(nlp: Language, name: str, model: ParserModel, decoder: str, look
                 min_label_freq: int, min_feature_freq: int, root_label: str,
                 scorer: Optional[Callable], reranker: Optional[dict] = None,
                 transition_system: str = "arc-standard", oracle: str = "static",
-                explore: float = 0.0, explore_after: int = 0) -> StructuredParser:
+                explore: float = 0.0, explore_after: int = 0,
+                word_dropout: float = 0.0) -> StructuredParser:
     """A labelled arc-standard dependency parser writing heads, labels and sentence boundaries.
 
     Boundaries already on the Doc are kept (each sentence is parsed on its own); otherwise the
@@ -85,6 +87,9 @@ def make_parser(nlp: Language, name: str, model: ParserModel, decoder: str, look
         rather than a correct one while training.
     explore_after: passes over the data before exploring (the dynamic oracle alone before
         that); needs the epoch hook (spacy-structperc.epoch_hook.v1 in [training.before_update]).
+    word_dropout: in training only, the share of tokens whose word is hidden from the features,
+        drawn anew for every example: the parser learns to attach a word from its tag and cluster,
+        as it must for a word it never saw. 0 = off.
     scorer: dep_uas, dep_las, dep_las_per_type and sents_p/r/f (spacy.parser_scorer.v1).
     reranker: optional k-best reranking block (learner, k, kernel, folds, features; collins2001;
         or learner "none" with reverse > 0 and union: a right-to-left model's rescoring, and

@@ -18,7 +18,7 @@ from .._core import batch, beam, lookahead, viterbi
 from .._core.tagging import TagSystem
 from .. import docarrays
 from ..errors import Errors
-from ..atoms import AtomBatch
+from ..atoms import AtomBatch, hide_words
 from ..model import PerceptronModel
 from ..pipeline.base import PerceptronPipe
 
@@ -310,7 +310,9 @@ class SequenceLabeller(PerceptronPipe):
             if len(doc):
                 gold = self._gold_classes(eg)
                 if (gold >= 0).any():
-                    self._bind(doc, gold)
+                    atoms = hide_words(self.model.atoms(doc, self.name), self.model.atom_names,
+                                       self.cfg.get("word_dropout", 0.0), weights.clock)
+                    self._bind_arrays(atoms, self._position_mask(doc, gold), gold)
                     if decoder == "viterbi":
                         wrong, _ = viterbi.train_viterbi(system, self.cfg["order"])
                         mistakes += wrong

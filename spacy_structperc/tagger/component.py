@@ -18,7 +18,7 @@ from .. import docarrays
 from ..docarrays import TAG_ALTERNATIVES
 from . import pos as pos_pass
 from ..errors import Errors
-from ..atoms import AtomBatch
+from ..atoms import AtomBatch, check_word_dropout, hide_words
 from ..model import PerceptronModel
 from ..pipeline.sequence import BatchClasses, Prepared, SequenceLabeller, _choice, batch_arrays
 
@@ -47,8 +47,10 @@ class StructuredTagger(SequenceLabeller):
                  decoder: str = "greedy", lookahead_depth: int = 0, order: int = 2,
                  beam_width: int = 4, update: str = "max-violation", margin: float = 40.0,
                  direction: str = "ltr", attr: str = "tag", pos: str = "predict",
-                 tag_dict_min_count: int = 0, alternatives: bool = False, scorer=None):
+                 tag_dict_min_count: int = 0, alternatives: bool = False, scorer=None,
+                 word_dropout: float = 0.0):
         _choice(name, "attr", attr, tuple(ATTRS))
+        check_word_dropout(name, word_dropout)
         if not isinstance(pos, str) or pos not in POS_SETTINGS:
             raise ValueError(Errors.S019.format(name=name, value=pos))
         if not isinstance(tag_dict_min_count, int) or tag_dict_min_count < 0:
@@ -60,7 +62,8 @@ class StructuredTagger(SequenceLabeller):
         super().__init__(vocab, model, name, decoder=decoder, lookahead_depth=lookahead_depth,
                          order=order, beam_width=beam_width, update=update, margin=margin,
                          direction=direction, scorer=scorer, attr=attr, pos=pos,
-                         tag_dict_min_count=tag_dict_min_count, alternatives=alternatives)
+                         tag_dict_min_count=tag_dict_min_count, alternatives=alternatives,
+                         word_dropout=float(word_dropout))
         self._labels_changed()
 
     # Labels ------------------------------------------------------------------------------------

@@ -39,6 +39,7 @@ history_words = true
         "pos": "predict",
         "tag_dict_min_count": 0,
         "alternatives": False,
+        "word_dropout": 0.0,
         "scorer": {"@scorers": "spacy-structperc.tagger_scorer.v1"},
     },
     requires=[],
@@ -48,7 +49,8 @@ history_words = true
 )
 def make_tagger(nlp: Language, name: str, model: PerceptronModel, decoder: str, lookahead_depth: int,
                 order: int, beam_width: int, update: str, margin: float, direction: str, attr: str,
-                pos: str, tag_dict_min_count: int, alternatives: bool, scorer: Optional[Callable]) -> StructuredTagger:
+                pos: str, tag_dict_min_count: int, alternatives: bool, scorer: Optional[Callable],
+                word_dropout: float = 0.0) -> StructuredTagger:
     """A part-of-speech tagger trained as an averaged structured perceptron.
 
     model: spacy-structperc.AveragedPerceptron.v1 with a feature set (tagger_features.v1).
@@ -70,6 +72,9 @@ def make_tagger(nlp: Language, name: str, model: PerceptronModel, decoder: str, 
         (Ratnaparkhi 1996); 0 turns the tag dictionary off.
     alternatives: attr = "tag" only: also record each token's runner-up tag and its score margin
         in doc.user_data (StructuredTagger.alternatives), for a parser's reranker with tag_flips.
+    word_dropout: in training only, the share of tokens whose word is hidden from the features,
+        drawn anew for every example: the tagger learns to tag a word from its affixes, shape,
+        clusters and neighbours, as it must for a word it never saw. 0 = off.
     scorer: tag_acc (and pos_acc) or pos_acc, following attr.
     """
     return build_pipe(StructuredTagger, **locals())
