@@ -47,41 +47,57 @@ BEAM_CONFIG = "parser_beam.cfg"   # the most accurate setting: configs/parser.cf
 
 # The levers of accuracy, each alone on configs/parser.cfg (tagger + parser, the parser on the
 # tagger's predicted tags), at one budget of passes (--lever-epochs): what each gives on dev.
-HYBRID = ["--components.parser.transition_system", "arc-hybrid",
-          "--components.parser.model.features.arc_hybrid", "true"]
-DYNAMIC = HYBRID + ["--components.parser.oracle", "dynamic", "--components.parser.explore", "0.9"]
-STANDARD_DYNAMIC = ["--components.parser.oracle", "dynamic", "--components.parser.explore", "0.9",
-                    "--components.parser.explore_after", "2"]
+# Most were measured on the config before it trained with exploration (the static oracle, and
+# updates only to features seen twice along the gold derivations): `before(...)` spells that
+# base out, so each lever means what it meant when its row was measured.
+BEFORE = {"oracle": "static", "explore": "0.0", "explore_after": "0", "min_feature_freq": "2"}
+
+
+def before(**settings: str) -> List[str]:
+    """Overrides of configs/parser.cfg: the config before exploration, then `settings`
+    (component settings; "model.features.X" for feature settings, written model__features__X)."""
+    merged = {**BEFORE, **{k.replace("__", "."): v for k, v in settings.items()}}
+    return [x for k, v in merged.items() for x in (f"--components.parser.{k}", v)]
+
+
+HYBRID = {"transition_system": "arc-hybrid", "model__features__arc_hybrid": "true"}
+HYBRID_DYNAMIC = {**HYBRID, "oracle": "dynamic", "explore": "0.9"}
+STANDARD_DYNAMIC = {"oracle": "dynamic", "explore": "0.9", "explore_after": "2"}
 LEVERS: Dict[str, List[str]] = {
     "parser.cfg": [],
-    "upos features": ["--components.parser.model.features.upos", "true"],
-    "label sets": ["--components.parser.model.features.label_sets", "true"],
-    "arc-hybrid, static oracle": HYBRID,
-    "arc-hybrid, dynamic oracle, explore 0.9": DYNAMIC,
-    "arc-hybrid, dynamic oracle, explore 0.9 after 2 passes": DYNAMIC + ["--components.parser.explore_after", "2"],
+    "static oracle": before(),
+    "upos features": before(model__features__upos="true"),
+    "label sets": before(model__features__label_sets="true"),
+    "arc-hybrid, static oracle": before(**HYBRID),
+    "arc-hybrid, dynamic oracle, explore 0.9": before(**HYBRID_DYNAMIC),
+    "arc-hybrid, dynamic oracle, explore 0.9 after 2 passes": before(**HYBRID_DYNAMIC, explore_after="2"),
     # tsuruoka2011 Table 4 on top of exploration: does lookahead help such a parser?
     "arc-hybrid, dynamic oracle, explore 0.9 after 2 passes, lookahead 1":
-        DYNAMIC + ["--components.parser.explore_after", "2", "--components.parser.lookahead_depth", "1"],
+        before(**HYBRID_DYNAMIC, explore_after="2", lookahead_depth="1"),
     # arc-standard with its own dynamic oracle (Goldberg, Sartorio and Satta 2014), and with lookahead.
-    "dynamic oracle, explore 0.9 after 2 passes": STANDARD_DYNAMIC,
-    "dynamic oracle, explore 0.9 after 2 passes, lookahead 1": STANDARD_DYNAMIC + ["--components.parser.lookahead_depth", "1"],
+    "dynamic oracle, explore 0.9 after 2 passes": before(**STANDARD_DYNAMIC),
+    "dynamic oracle, explore 0.9 after 2 passes, lookahead 1": before(**STANDARD_DYNAMIC, lookahead_depth="1"),
     # Updates touch only features seen twice along the gold derivations (min_feature_freq 2):
-    # exploration's states off them then learn through fewer features. With every feature:
-    "dynamic oracle, explore 0.9 after 2 passes, every feature":
-        STANDARD_DYNAMIC + ["--components.parser.min_feature_freq", "1"],
+    # exploration's states off them then learn through fewer features. With every feature
+    # (configs/parser.cfg since):
+    "dynamic oracle, explore 0.9 after 2 passes, every feature": before(**STANDARD_DYNAMIC, min_feature_freq="1"),
     "dynamic oracle, explore 0.9 after 2 passes, lookahead 1, every feature":
-        STANDARD_DYNAMIC + ["--components.parser.lookahead_depth", "1", "--components.parser.min_feature_freq", "1"],
+        before(**STANDARD_DYNAMIC, lookahead_depth="1", min_feature_freq="1"),
+    # Word dropout on configs/parser.cfg as it is: a share of the training tokens' words hidden
+    # at every pass, so the parser learns to attach from tags and clusters as it must for words
+    # it never saw.
+    "word dropout 0.1": ["--components.parser.word_dropout", "0.1"],
+    "word dropout 0.25": ["--components.parser.word_dropout", "0.25"],
     # tsuruoka2011 Table 4 with the static oracle, at the same budget.
-    "lookahead 1": ["--components.parser.lookahead_depth", "1"],
+    "lookahead 1": before(lookahead_depth="1"),
     # tsuruoka2011's margin perceptron, as the tagger uses it (margin 40).
-    "margin 10": ["--components.parser.margin", "10.0"],
-    "margin 40": ["--components.parser.margin", "40.0"],
+    "margin 10": before(margin="10.0"),
+    "margin 40": before(margin="40.0"),
     # Koo, Carreras and Collins (2008): cluster-prefix pairs along the arcs a transition makes.
-    "cluster pairs": ["--components.parser.model.features.cluster_pairs", "true"],
+    "cluster pairs": before(model__features__cluster_pairs="true"),
     # Candidates for the accurate setting: beam search with Zhang and Nivre's non-local features.
-    "beam 8, label sets, upos": ["--components.parser.decoder", "beam", "--components.parser.beam_width", "8",
-                                 "--components.parser.model.features.label_sets", "true",
-                                 "--components.parser.model.features.upos", "true"],
+    "beam 8, label sets, upos": before(decoder="beam", beam_width="8", model__features__label_sets="true",
+                                       model__features__upos="true"),
 }
 LEVER_EPOCHS = 6
 QUICK_LIMITS = {"train": 800, "dev": 200, "test": 300}
@@ -97,7 +113,8 @@ NOTES = [
     "gold tags for a fixed number of epochs (stated in details); tested with the tags predicted "
     "by the default run's structperc_tagger, and with gold tags ('..., gold tags').",
     "Levers (..., N passes): configs/parser.cfg with one change, N passes; dev_* are the dev "
-    "split's scores of model-best, the rest test.",
+    "split's scores of model-best, the rest test. Most levers change the config as it was before "
+    "it trained with exploration (the 'static oracle' lever; LEVERS in the script says which).",
     "spacy: spaCy's tagger + parser, efficiency config, steps in the setting; predict_wps for "
     "spacy and default is the whole tagger + parser pipeline.",
     "All children run with OMP/OPENBLAS/MKL/BLIS_NUM_THREADS=1; the machine was shared, see "
