@@ -25,6 +25,6 @@ from _machine import (BENCH_DIR, DEFAULT_WORK_DIR, REPO_ROOT, RESULTS_DIR, SINGL
 from _results import (ABSOLUTE_PATH, ROW_KEYS, SYSTEM_ROOTS, load_results, locked, make_row,  # noqa: F401
                       merge_rows, relative_path, relative_paths, save_results, write_results)
 from _runner import Bench, Job, add_run_args, csv, parse_only, run_child, run_job, show_metrics  # noqa: F401
-from _training import (GOLD_PREPROC_OVERRIDES, batches_by_words, config_reads_documents,  # noqa: F401
+from _training import (GOLD_PREPROC_OVERRIDES, config_reads_documents,  # noqa: F401
                        crf_fit, crf_ner_features, crf_setting, crf_tag, parse_spacy_train_log,
                        spacy_init_config, spacy_train, train_epochs, train_spacy_peer)

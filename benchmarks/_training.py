@@ -124,26 +124,16 @@ _TRAIN_ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+[-\d.]+\s")
 _TRAIN_HEADER = re.compile(r"^\s*E\s+#\s+")
 
 
-def batches_by_words(examples: Iterable, size_words: int = 1000):
-    """Batches of Examples of about ``size_words`` reference words each, in order."""
-    batch, n = [], 0
-    for eg in examples:
-        batch.append(eg)
-        n += len(eg.reference)
-        if n >= size_words:
-            yield batch
-            batch, n = [], 0
-    if batch:
-        yield batch
-
-
 def train_epochs(nlp, examples: Sequence, epochs: int, *, seed: int = 0, update: Optional[Callable] = None,
                  before: Optional[Callable] = None, after: Optional[Callable] = None) -> float:
     """In-process training: ``nlp.initialize`` on ``examples``, then ``epochs`` passes (numbered
-    from 1), each over a fresh shuffle (``random.Random(seed)``) in ``batches_by_words``, through
+    from 1), each over a fresh shuffle (``random.Random(seed)``) in batches of about 1,000 words
+    (the distributed trainer's ``batches_by_words``), through
     ``update`` (default ``nlp.update``); ``before(epoch)`` opens a pass (inside its timing),
     ``after(epoch, losses, seconds)`` follows it. Returns the seconds of initialization and passes."""
     import random
+
+    from spacy_structperc.distributed.train import batches_by_words
 
     rng, update = random.Random(seed), update or nlp.update
     with Timer() as t:

@@ -28,7 +28,7 @@ import time
 import uuid
 import warnings
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 from ..errors import Errors
 from . import _faults
@@ -142,17 +142,22 @@ def _install(state: Dict[str, Any], update: Dict[str, Any], names: Sequence[str]
     state["version"], state["holds"] = version, None
 
 
-def _batches(payload: Dict[str, Any], examples: List) -> Iterator[List]:
-    size = max(1, int(payload.get("batch_words", 1000)))
+def batches_by_words(examples: Iterable, size_words: int = 1000) -> Iterator[List]:
+    """Batches of Examples of about `size_words` reference words each, in order (the last one
+    may be smaller)."""
     batch, n = [], 0
     for eg in examples:
         batch.append(eg)
         n += len(eg.reference)
-        if n >= size:
+        if n >= size_words:
             yield batch
             batch, n = [], 0
     if batch:
         yield batch
+
+
+def _batches(payload: Dict[str, Any], examples: List) -> Iterator[List]:
+    return batches_by_words(examples, max(1, int(payload.get("batch_words", 1000))))
 
 
 def train_shard(payload: Dict[str, Any], update: Dict[str, Any], shard_url: str, epoch: int,
