@@ -104,7 +104,7 @@ def hide_words(atoms: numpy.ndarray, names: Sequence[str], p: float, seed) -> nu
         return atoms
     hidden = numpy.flatnonzero(numpy.random.default_rng(seed).random(len(atoms)) < p)
     atoms = atoms.copy()
-    atoms[numpy.ix_(hidden, columns)] = 0
+    atoms[numpy.ix_(hidden, numpy.asarray(columns, dtype=numpy.intp))] = 0
     return atoms
 
 
