@@ -114,7 +114,7 @@ cdef class ArcStandardSystem(TransitionSystem):
     cdef int _move_costs(self, const void* state, int* costs) noexcept nogil
     cdef int _cut(self, const void* state, int start, int* reach) noexcept nogil
     cdef int _standard_costs(self, const void* state, int* costs, const double* values) noexcept nogil
-    cdef void _move_cost(self, const void* state, int move, const int* units, int N, int P, int here,
+    cdef void _move_cost(self, const void* state, int move, int* units, int N, int P, int here,
                          int* work, int* costs) noexcept nogil
     cdef int _gold_arc(self, const void* state) noexcept nogil
 

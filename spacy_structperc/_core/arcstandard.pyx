@@ -1065,7 +1065,7 @@ cdef class ArcStandardSystem(TransitionSystem):
         free(work)
         return 0
 
-    cdef void _move_cost(self, const void* state, int move, const int* units, int N, int P, int here,
+    cdef void _move_cost(self, const void* state, int move, int* units, int N, int P, int here,
                          int* work, int* costs) noexcept nogil:
         # The costs of `move`'s actions (see _standard_costs): here less the best table value
         # after the move, plus the arc's (or the root's) own loss and, for an arc, its label's.
@@ -1088,7 +1088,7 @@ cdef class ArcStandardSystem(TransitionSystem):
             else:
                 dep = stack[P - 1]
                 head = stack[P - 2]
-            others = <int*>units + n
+            others = units + n   # scratch: units holds 2n + 1 ints
             memcpy(others, units, (P - 2 + k) * sizeof(int))
             memcpy(others + P - 2 + k, units + P - 1 + k, (N - P + 1 - k) * sizeof(int))
             after = _most_kept(others, N - 1, P - 1, self.gold_heads, self.allow_break, work)

@@ -265,21 +265,23 @@ class LatentEntityRecognizer(BIOLabels, SequenceLabeller):
     def _stage_columns(self, atoms: numpy.ndarray, classes: numpy.ndarray, offsets: numpy.ndarray,
                        words: Optional[numpy.ndarray] = None) -> numpy.ndarray:
         """`atoms` (a copy) with the two-stage columns filled from the first stage's BIO classes;
-        `words` (the lower-case column) tells which tokens are the same word (default: atoms')."""
+        `words` (see _words) tells which tokens are the same word (default: atoms')."""
         columns = self.model.atoms.stage_columns
         names = list(columns)
         if words is None:
-            words = atoms[:, self._word_column] if self._word_column is not None else numpy.zeros((len(atoms),), numpy.uint64)
+            words = self._words(atoms)
         atoms = atoms.copy()
         entities_only = self.cfg.get("aggregate", "all") == "entities"
         for name, column in zip(names, stage_atoms(words, classes, offsets, names, entities_only)):
             atoms[:, columns[name]] = column
         return atoms
 
-    @property
-    def _word_column(self) -> Optional[int]:
+    def _words(self, atoms: numpy.ndarray) -> numpy.ndarray:
+        """The lower-case word of each row of `atoms` (zeros when the features read none)."""
         names = self.model.atom_names
-        return names.index("lower") if "lower" in names else None
+        if "lower" not in names:
+            return numpy.zeros((len(atoms),), numpy.uint64)
+        return atoms[:, names.index("lower")]
 
     def predict(self, docs: Iterable[Doc]) -> BatchClasses:
         """Class ids for every token of every doc (see SequenceLabeller.predict); with two_stage,
@@ -550,7 +552,7 @@ class LatentEntityRecognizer(BIOLabels, SequenceLabeller):
                 else:
                     # _bind, with the gold kept out of the preset-entity constraints' way.
                     atoms = self.model.atoms(doc, self.name, fold=self._fold(doc))
-                    words = atoms[:, self._word_column] if self._word_column is not None else None
+                    words = self._words(atoms)
                     atoms = hide_words(atoms, self.model.atom_names, self.cfg.get("word_dropout", 0.0),
                                        (self.cfg["seed"], weights.clock))
                     allowed = self._close_ends(self._preset_mask(doc, gold), [e for _, e in pieces], len(doc))

@@ -18,7 +18,7 @@ from .. import docarrays
 from ..docarrays import TAG_ALTERNATIVES
 from . import pos as pos_pass
 from ..errors import Errors
-from ..atoms import AtomBatch, check_word_dropout, hide_words
+from ..atoms import AtomBatch, check_word_dropout
 from ..model import PerceptronModel
 from ..pipeline.sequence import BatchClasses, Prepared, SequenceLabeller, _choice, batch_arrays
 
