@@ -95,6 +95,14 @@ LEVERS: Dict[str, List[str]] = {
     "margin 40": before(margin="40.0"),
     # Koo, Carreras and Collins (2008): cluster-prefix pairs along the arcs a transition makes.
     "cluster pairs": before(model__features__cluster_pairs="true"),
+    # Beam search (max-violation) on configs/parser.cfg as it is: beam training follows the gold
+    # derivation, so the oracle is static; every feature updatable, as the greedy default.
+    "beam 4, every feature": ["--components.parser.decoder", "beam", "--components.parser.beam_width", "4",
+                              "--components.parser.label_candidates", "2",
+                              "--components.parser.oracle", "static", "--components.parser.explore", "0.0"],
+    "beam 8, every feature": ["--components.parser.decoder", "beam", "--components.parser.beam_width", "8",
+                              "--components.parser.label_candidates", "2",
+                              "--components.parser.oracle", "static", "--components.parser.explore", "0.0"],
     # Candidates for the accurate setting: beam search with Zhang and Nivre's non-local features.
     "beam 8, label sets, upos": before(decoder="beam", beam_width="8", model__features__label_sets="true",
                                        model__features__upos="true"),
