@@ -24,7 +24,17 @@ cdef enum:
     GREEDY, VITERBI, BEAM
 
 
-def tag(TagSystem system, str decoder, int param, atoms, allowed, windows, start_mask=None):
+def _gap(gap):
+    # None: search every state (Lookahead.gap < 0).
+    if gap is None:
+        return -1.0
+    if not float(gap) >= 0.0:
+        raise ValueError(f"gap must be None or >= 0, got {gap}")
+    return float(gap)
+
+
+def tag(TagSystem system, str decoder, int param, atoms, allowed, windows, start_mask=None,
+        gap=None):
     """Label the windows of a batch; returns the (n_rows,) int32 classes.
 
     atoms: (n_rows, n_cols) uint64, every input's rows concatenated; allowed: None or the
@@ -33,7 +43,9 @@ def tag(TagSystem system, str decoder, int param, atoms, allowed, windows, start
     sentence, and the labels of keep_start:keep_end are kept (rows no window keeps stay 0);
     start_mask: None or (n_classes,) uint8 and-ed into the mask of each window's last row (a
     right-to-left labeller's constraint on its last decision). decoder: "greedy" (param: the
-    lookahead depth), "viterbi" (param: the order) or "beam" (param: the width).
+    lookahead depth), "viterbi" (param: the order) or "beam" (param: the width). gap: None, or
+    the greedy decoder searches ahead only among the actions within gap of the best
+    (Lookahead.gap).
     """
     cdef int kind = _decoder_kind(decoder)
     atoms = numpy.ascontiguousarray(atoms, dtype=numpy.uint64)
@@ -73,6 +85,8 @@ def tag(TagSystem system, str decoder, int param, atoms, allowed, windows, start
     cdef unsigned char* window_mask = <unsigned char*>malloc((max_len * m + 1) if start != NULL else 1)
     cdef const unsigned char* bound_mask
     cdef Lookahead la = Lookahead(system, param) if kind == GREEDY else None
+    if la is not None:
+        la.gap = _gap(gap)
     cdef BeamSearch bs = BeamSearch(system, param) if kind == BEAM else None
     cdef ViterbiScratch vs
     cdef double score

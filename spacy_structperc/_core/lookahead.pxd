@@ -6,6 +6,7 @@ cdef class Lookahead:
     """Scratch space for searches of a fixed depth over one transition system."""
     cdef TransitionSystem system
     cdef readonly int depth
+    cdef public double gap   # >= 0: search ahead only among the actions within gap of the best
     cdef size_t state_capacity   # bytes per state blob the buffers below hold
     cdef char* states      # (depth + 2) state blobs, one per level
     cdef weight_t* scores  # (depth + 2) x n_actions
@@ -18,5 +19,5 @@ cdef class Lookahead:
 
     cdef int reserve(self) except -1 nogil
     cdef double search(self, int level, const void* state, int depth, int* path_len) noexcept nogil
-    cdef int evaluate(self, const void* state, int* lengths) noexcept nogil
+    cdef int evaluate(self, const void* state, int* lengths, double floor) noexcept nogil
     cdef int greedy(self, int* out) noexcept nogil

@@ -22,6 +22,7 @@ cdef class Lookahead:
             raise ValueError(f"lookahead depth must be >= 0, got {depth}")
         self.system = system
         self.depth = depth
+        self.gap = -1.0   # search every state
         L = depth + 2
         self.scores = <weight_t*>malloc(L * system.n_actions * sizeof(weight_t))
         self.paths = <int*>malloc(L * (depth + 1) * sizeof(int))
@@ -91,8 +92,9 @@ cdef class Lookahead:
                 path_len[0] = 1 + child_len
         return best
 
-    cdef int evaluate(self, const void* state, int* lengths) noexcept nogil:
-        """Value every first action from `state` (-inf when invalid); return how many are valid."""
+    cdef int evaluate(self, const void* state, int* lengths, double floor) noexcept nogil:
+        """Value every first action from `state` that scores above `floor` (-inf when invalid or
+        not above it); return how many are valid."""
         cdef int D1 = self.depth + 1
         cdef weight_t* scores = &self.scores[0]
         cdef void* child = &self.states[self.system.state_size]
@@ -104,6 +106,8 @@ cdef class Lookahead:
             if scores[a] == -INFINITY:
                 continue
             n_valid += 1
+            if scores[a] <= floor:
+                continue
             self.root_paths[a * D1] = a
             lengths[a] = 1
             if self.depth == 0:
@@ -129,11 +133,18 @@ cdef class Lookahead:
             # The same actions as evaluating every state: a forced action is the only valid
             # one whatever its value, and without lookahead a value is the action's score.
             a = self.system.forced_action(self.state)
-            if a < 0 and self.depth == 0:
+            if a < 0 and (self.depth == 0 or self.gap >= 0.0):
                 self.system.score_argmax(self.state, self.scores)
                 a = _argmax_scores(self.scores, self.system.n_actions)
+                if self.depth > 0 and a >= 0 and _n_above(self.scores, self.system.n_actions,
+                                                           self.scores[a] - self.gap) > 1:
+                    # A close call: the actions within the gap of the best are valued by the
+                    # lookahead search (selective search, as in Choi and McCallum's selectional
+                    # branching); the others are not searched.
+                    self.evaluate(self.state, self.lengths, self.scores[a] - self.gap)
+                    a = _argmax(self.values, self.system.n_actions, -1, 0.0)
             elif a < 0:
-                self.evaluate(self.state, self.lengths)
+                self.evaluate(self.state, self.lengths, -INFINITY)
                 a = _argmax(self.values, self.system.n_actions, -1, 0.0)
             if a < 0:
                 break
@@ -154,6 +165,14 @@ cdef int _argmax_scores(const weight_t* scores, int n) noexcept nogil:
     return best_a
 
 
+cdef int _n_above(const weight_t* scores, int n, double floor) noexcept nogil:
+    # How many actions score above floor (invalid ones score -inf).
+    cdef int a, k = 0
+    for a in range(n):
+        k += scores[a] > floor
+    return k
+
+
 cdef int _argmax(const double* values, int n, int skip, double penalty) noexcept nogil:
     cdef int a, best_a = -1
     cdef double v, best = -INFINITY
@@ -169,9 +188,12 @@ cdef int _argmax(const double* values, int n, int skip, double penalty) noexcept
     return best_a
 
 
-def decode(TransitionSystem system, int depth=0):
-    """Greedy decoding with depth-`depth` lookahead; returns the action sequence."""
+def decode(TransitionSystem system, int depth=0, double gap=-1.0):
+    """Greedy decoding with depth-`depth` lookahead; returns the action sequence. gap >= 0:
+    search ahead only among the actions that score within gap of the best (a state where only
+    the best does takes it unsearched); negative: every action of every state."""
     cdef Lookahead la = Lookahead(system, depth)
+    la.gap = gap
     cdef int n_steps = system.max_steps()
     out = numpy.zeros((n_steps,), dtype=numpy.int32)
     cdef int[::1] o = out
@@ -223,7 +245,7 @@ def train(TransitionSystem system, int depth=0, float margin=0.0, bint record=Fa
             if t % 256 == 0:
                 PyErr_CheckSignals()
             with nogil:
-                la.evaluate(state, lengths)
+                la.evaluate(state, lengths, -INFINITY)
                 least = -1
                 if dynamic:
                     # Without a margin, the penalised best action is the best one, whose cost

@@ -32,13 +32,15 @@ class StructuredChunker(BIOLabels, SequenceLabeller):
     def __init__(self, vocab: Vocab, model: PerceptronModel, name: str = "chunker", *,
                  spans_key: str = "chunks", decoder: str = "greedy", lookahead_depth: int = 0,
                  order: int = 2, beam_width: int = 4, update: str = "max-violation",
-                 margin: float = 40.0, direction: str = "ltr", scorer=None):
+                 margin: float = 40.0, direction: str = "ltr", scorer=None,
+                 lookahead_gap: Optional[float] = None):
         if not isinstance(spans_key, str) or not spans_key:
             raise ValueError(Errors.S012.format(setting="spans_key", name=name, value=spans_key,
                                                 requirement="a non-empty string"))
         super().__init__(vocab, model, name, decoder=decoder, lookahead_depth=lookahead_depth,
                          order=order, beam_width=beam_width, update=update, margin=margin,
-                         direction=direction, scorer=scorer, spans_key=spans_key)
+                         direction=direction, scorer=scorer, spans_key=spans_key,
+                         lookahead_gap=lookahead_gap)
         self._labels_changed()
 
     # Labels and classes ------------------------------------------------------------------------

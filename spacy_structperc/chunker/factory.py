@@ -39,6 +39,7 @@ clusters = true
         "spans_key": "chunks",
         "decoder": "greedy",
         "lookahead_depth": 0,
+        "lookahead_gap": None,
         "order": 2,
         "beam_width": 3,
         "update": "max-violation",
@@ -51,7 +52,8 @@ clusters = true
 )
 def make_chunker(nlp: Language, name: str, model: PerceptronModel, spans_key: str, decoder: str,
                  lookahead_depth: int, order: int, beam_width: int, update: str, margin: float,
-                 direction: str, scorer: Optional[Callable]) -> StructuredChunker:
+                 direction: str, scorer: Optional[Callable],
+                 lookahead_gap: Optional[float] = None) -> StructuredChunker:
     """A text chunker (CoNLL-2000: NP, VP, PP, ...) as BIO tagging; chunks go to doc.spans.
 
     model: spacy-structperc.AveragedPerceptron.v1 with chunker_features.v1 (words, POS tags read
@@ -60,6 +62,9 @@ def make_chunker(nlp: Language, name: str, model: PerceptronModel, spans_key: st
     decoder: "greedy" (with optional lookahead; tsuruoka2011), "viterbi" or "beam" (huang2012).
         Only valid BIO sequences are searched.
     lookahead_depth: greedy only: actions searched ahead before committing (0 = none).
+    lookahead_gap: with lookahead, search ahead only where the two best tags score within this
+        of each other (elsewhere the best is taken, as with depth 0); null = everywhere.
+        Decoding only: training searches every position.
     order: viterbi only: previous chunk tags scored, 1 or 2.
     beam_width: beam only: hypotheses kept.
     update: beam only: "standard", "early", "max-violation", "latest" or "hybrid".

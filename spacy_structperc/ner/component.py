@@ -125,7 +125,7 @@ class LatentEntityRecognizer(BIOLabels, SequenceLabeller):
                          seed=seed, scheme=scheme, gazetteers=gazetteers, gazetteer_folds=gazetteer_folds,
                          two_stage=bool(two_stage), aggregate=aggregate, word_dropout=float(word_dropout))
         # Only exact latent Viterbi applies: drop the other decoders' settings.
-        for key in ("decoder", "lookahead_depth", "beam_width", "update", "margin", "direction"):
+        for key in ("decoder", "lookahead_depth", "lookahead_gap", "beam_width", "update", "margin", "direction"):
             self.cfg.pop(key, None)
         self._epoch: Optional[int] = None
         self._warned_epochs = False

@@ -124,6 +124,17 @@ def _choice(name: str, setting: str, value, options) -> None:
         raise ValueError(Errors.S008.format(setting=setting, value=value, name=name, options=list(options)))
 
 
+def _lookahead_gap(name: str, value) -> Optional[float]:
+    """lookahead_gap checked: null (search ahead from every state) or a score difference >= 0
+    (search only from states whose two best actions lie closer than that)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+        raise ValueError(Errors.S012.format(setting="lookahead_gap", name=name, value=value,
+                                            requirement="null or a number >= 0"))
+    return float(value)
+
+
 class SequenceLabeller(PerceptronPipe):
     """A structured-perceptron sequence labeller: subclass it, do not add it to a pipeline."""
 
@@ -135,7 +146,7 @@ class SequenceLabeller(PerceptronPipe):
     def __init__(self, vocab: Vocab, model: PerceptronModel, name: str, *,
                  decoder: str = "greedy", lookahead_depth: int = 0, order: int = 2,
                  beam_width: int = 4, update: str = "max-violation", margin: float = 40.0,
-                 direction: str = "ltr", scorer=None, **cfg):
+                 direction: str = "ltr", scorer=None, lookahead_gap: Optional[float] = None, **cfg):
         _choice(name, "decoder", decoder, DECODERS)
         _choice(name, "direction", direction, DIRECTIONS)
         _choice(name, "update", update, beam.UPDATE_METHODS)
@@ -151,7 +162,8 @@ class SequenceLabeller(PerceptronPipe):
                                                 decoder=decoder, order=order))
         super().__init__(vocab, model, name, scorer=scorer, decoder=decoder,
                          lookahead_depth=lookahead_depth, order=order, beam_width=beam_width,
-                         update=update, margin=float(margin), direction=direction, **cfg)
+                         update=update, margin=float(margin), direction=direction,
+                         lookahead_gap=_lookahead_gap(name, lookahead_gap), **cfg)
 
     # Classes -----------------------------------------------------------------------------------
 
@@ -238,7 +250,8 @@ class SequenceLabeller(PerceptronPipe):
             return self._project(viterbi.viterbi(self.system, param)[0])
         if decoder == "beam":
             return self._project(beam.decode(self.system, param))
-        return self._project(lookahead.decode(self.system, param))
+        gap = self.cfg.get("lookahead_gap")
+        return self._project(lookahead.decode(self.system, param, -1.0 if gap is None else gap))
 
     def predict(self, docs: Iterable[Doc]) -> BatchClasses:
         """Class ids for every token of every doc, with averaged weights (a list of arrays, one
@@ -272,7 +285,8 @@ class SequenceLabeller(PerceptronPipe):
             allowed = allowed[::-1] if allowed is not None else None
             windows = len(atoms) - windows[:, [1, 0, 3, 2]]
         decoder, param = self._decoder_setting()
-        classes = batch.tag(system, decoder, param, atoms, allowed, windows, start_mask)
+        classes = batch.tag(system, decoder, param, atoms, allowed, windows, start_mask,
+                            gap=self.cfg.get("lookahead_gap"))
         if rtl:
             classes = classes[::-1]
         return BatchClasses(self._project(classes), offsets, prepared.atoms.extra)

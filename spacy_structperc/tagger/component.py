@@ -48,7 +48,7 @@ class StructuredTagger(SequenceLabeller):
                  beam_width: int = 4, update: str = "max-violation", margin: float = 40.0,
                  direction: str = "ltr", attr: str = "tag", pos: str = "predict",
                  tag_dict_min_count: int = 0, alternatives: bool = False, scorer=None,
-                 word_dropout: float = 0.0):
+                 word_dropout: float = 0.0, lookahead_gap: Optional[float] = None):
         _choice(name, "attr", attr, tuple(ATTRS))
         check_word_dropout(name, word_dropout)
         if not isinstance(pos, str) or pos not in POS_SETTINGS:
@@ -63,7 +63,7 @@ class StructuredTagger(SequenceLabeller):
                          order=order, beam_width=beam_width, update=update, margin=margin,
                          direction=direction, scorer=scorer, attr=attr, pos=pos,
                          tag_dict_min_count=tag_dict_min_count, alternatives=alternatives,
-                         word_dropout=float(word_dropout))
+                         word_dropout=float(word_dropout), lookahead_gap=lookahead_gap)
         self._labels_changed()
 
     # Labels ------------------------------------------------------------------------------------

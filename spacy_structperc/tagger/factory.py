@@ -30,6 +30,7 @@ history_words = true
         "model": DEFAULT_TAGGER_MODEL,
         "decoder": "greedy",
         "lookahead_depth": 0,
+        "lookahead_gap": None,
         "order": 2,
         "beam_width": 4,
         "update": "max-violation",
@@ -50,13 +51,16 @@ history_words = true
 def make_tagger(nlp: Language, name: str, model: PerceptronModel, decoder: str, lookahead_depth: int,
                 order: int, beam_width: int, update: str, margin: float, direction: str, attr: str,
                 pos: str, tag_dict_min_count: int, alternatives: bool, scorer: Optional[Callable],
-                word_dropout: float = 0.0) -> StructuredTagger:
+                word_dropout: float = 0.0, lookahead_gap: Optional[float] = None) -> StructuredTagger:
     """A part-of-speech tagger trained as an averaged structured perceptron.
 
     model: spacy-structperc.AveragedPerceptron.v1 with a feature set (tagger_features.v1).
     decoder: "greedy" (left to right, with optional lookahead; tsuruoka2011), "viterbi" (exact,
         first or second order; Collins 2002) or "beam" (violation-fixing updates; huang2012).
     lookahead_depth: greedy only: actions searched ahead before committing to a label (0 = none).
+    lookahead_gap: with lookahead, search ahead only where the two best labels score within
+        this of each other (elsewhere the best is taken, as with depth 0); null = everywhere.
+        Decoding only: training searches every position.
     order: viterbi only: previous labels scored, 1 or 2 (at least the features' history).
     beam_width: beam only: hypotheses kept.
     update: beam only: "standard", "early", "max-violation", "latest" or "hybrid".

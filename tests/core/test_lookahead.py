@@ -9,7 +9,7 @@ from spacy_structperc._core import lookahead
 from spacy_structperc._core.tagging import TagSystem
 
 from structperc_problems import (TEMPLATE_SETS, THIRD_ORDER, copy_weights, make_system, random_atoms,
-                                 randomize_reachable, reference_score, weight_dict)
+                                 randomize_reachable, reference_score, walk_prefixes, weight_dict)
 
 
 def _state_after(system, prefix):
@@ -85,6 +85,43 @@ def test_lookahead_with_depth_to_the_end_is_exact():
         randomize_reachable(system, weights, n, m, rng)
         best = max(itertools.product(range(m), repeat=n), key=lambda s: reference_score(system, weights, s))
         assert tuple(lookahead.decode(system, n - 1).tolist()) == best
+
+
+@pytest.mark.parametrize("depth", [1, 2])
+def test_gated_lookahead_searches_only_the_actions_within_the_gap(depth):
+    # With a gap, the actions scoring within the gap of the best (the first of the maxima) are
+    # valued by exhaustive search to the depth and the best value is taken; where only the best
+    # is that close, it is taken unsearched. Gap 0 is depth 0; a gap above every score
+    # difference is plain lookahead. Integer weights make ties and differences of exactly the
+    # gap common.
+    rng = numpy.random.default_rng(40 + depth)
+    searched = taken = 0
+    for _ in range(60):
+        n, m = int(rng.integers(2, 6)), int(rng.integers(2, 5))
+        _, weights, system = make_system(TEMPLATE_SETS["second-order-mixed"][0], m)
+        system.set_sentence(random_atoms(rng, n))
+        seen = set()
+        for _, state in walk_prefixes(system, n, m):
+            for key in set(system.state_features(state).tolist()) - seen:
+                seen.add(key)
+                for c in range(m):
+                    weights.add(key, c, float(rng.integers(-2, 3)))
+        assert lookahead.decode(system, depth, 0.0).tolist() == lookahead.decode(system, 0).tolist()
+        assert lookahead.decode(system, depth, 1e9).tolist() == lookahead.decode(system, depth).tolist()
+        for gap in (0.5, 1.0, 2.0, 3.0):
+            decoded = lookahead.decode(system, depth, gap).tolist()
+            for t in range(n):
+                scores = system.argmax_scores(_state_after(system, decoded[:t]))
+                best = max(range(m), key=lambda c: (scores[c], -c))
+                close = {c for c in range(m) if scores[c] > scores[best] - gap}
+                if len(close) > 1:
+                    values = _values(system, decoded[:t], n, m, depth)
+                    assert decoded[t] == _first_argmax({c: values[c] for c in close}), (gap, t, scores)
+                    searched += 1
+                else:
+                    assert decoded[t] == best, (gap, t, scores)
+                    taken += 1
+    assert searched > 0 and taken > 0
 
 
 def test_lookahead_respects_allowed_masks():

@@ -45,6 +45,7 @@ DECODERS = {
     "greedy-0": {"decoder": "greedy", "lookahead_depth": 0},
     "greedy-1": {"decoder": "greedy", "lookahead_depth": 1},
     "greedy-1-rtl": {"decoder": "greedy", "lookahead_depth": 1, "direction": "rtl"},
+    "greedy-1-gap": {"decoder": "greedy", "lookahead_depth": 1, "lookahead_gap": 2.0},
     "viterbi-1": {"decoder": "viterbi", "order": 1, "model": FIRST_ORDER_MODEL},
     "viterbi-2": {"decoder": "viterbi", "order": 2},
     "beam-max-violation": {"decoder": "beam", "update": "max-violation", "beam_width": 4},
@@ -274,6 +275,28 @@ def test_training_data_without_tags_raises():
         nlp.initialize(get_examples=lambda: examples)
 
 
+def test_lookahead_gap_bounds_the_search_between_depth_0_and_full_lookahead(trained):
+    # The same weights decoded: gap 0 searches nowhere (depth 0), a gap wider than any score
+    # difference everywhere (plain lookahead); whatever the gap, nlp() and nlp.pipe agree.
+    tagger = trained.get_pipe("structperc_tagger")
+    texts = TEST_TEXTS + [" ".join(TEST_TEXTS)]
+    try:
+        tagger.cfg["lookahead_gap"] = None
+        full = tags_of(trained, texts)
+        tagger.cfg["lookahead_depth"] = 0
+        greedy = tags_of(trained, texts)
+        tagger.cfg["lookahead_depth"] = 1
+        tagger.cfg["lookahead_gap"] = 0.0
+        assert tags_of(trained, texts) == greedy
+        tagger.cfg["lookahead_gap"] = 1e9
+        assert tags_of(trained, texts) == full
+        tagger.cfg["lookahead_gap"] = 1.0
+        assert [[t.tag_ for t in trained(text)] for text in texts] == tags_of(trained, texts)
+    finally:
+        tagger.cfg["lookahead_depth"] = 1
+        tagger.cfg["lookahead_gap"] = None
+
+
 def test_invalid_settings_raise_coded_errors():
     with pytest.raises(ValueError, match="S008"):
         make_nlp({"decoder": "crf"})
@@ -283,6 +306,9 @@ def test_invalid_settings_raise_coded_errors():
         make_nlp({"beam_width": 0})
     with pytest.raises(ValueError, match="S012"):
         make_nlp({"margin": -1.0})
+    for gap in (-1.0, -0.5):
+        with pytest.raises(ValueError, match="S012.*lookahead_gap"):
+            make_nlp({"lookahead_depth": 1, "lookahead_gap": gap})
     # Default features read two previous tags; a first-order Viterbi cannot use them.
     with pytest.raises(ValueError, match="S011"):
         make_nlp({"decoder": "viterbi", "order": 1})
