@@ -62,9 +62,9 @@ def make_chunker(nlp: Language, name: str, model: PerceptronModel, spans_key: st
     decoder: "greedy" (with optional lookahead; tsuruoka2011), "viterbi" or "beam" (huang2012).
         Only valid BIO sequences are searched.
     lookahead_depth: greedy only: actions searched ahead before committing (0 = none).
-    lookahead_gap: with lookahead, search ahead only where the two best tags score within this
-        of each other (elsewhere the best is taken, as with depth 0); null = everywhere.
-        Decoding only: training searches every position.
+    lookahead_gap: with lookahead, search ahead only among the tags that score within this of
+        the best (where only the best does, it is taken, as with depth 0); null = every tag
+        everywhere. Decoding only: training searches every position.
     order: viterbi only: previous chunk tags scored, 1 or 2.
     beam_width: beam only: hypotheses kept.
     update: beam only: "standard", "early", "max-violation", "latest" or "hybrid".

@@ -125,8 +125,8 @@ def _choice(name: str, setting: str, value, options) -> None:
 
 
 def _lookahead_gap(name: str, value) -> Optional[float]:
-    """lookahead_gap checked: null (search ahead from every state) or a score difference >= 0
-    (search only from states whose two best actions lie closer than that)."""
+    """lookahead_gap checked: null (search every action ahead from every state) or a score
+    difference >= 0 (search only the actions that score within it of the best)."""
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:

@@ -58,9 +58,9 @@ def make_tagger(nlp: Language, name: str, model: PerceptronModel, decoder: str, 
     decoder: "greedy" (left to right, with optional lookahead; tsuruoka2011), "viterbi" (exact,
         first or second order; Collins 2002) or "beam" (violation-fixing updates; huang2012).
     lookahead_depth: greedy only: actions searched ahead before committing to a label (0 = none).
-    lookahead_gap: with lookahead, search ahead only where the two best labels score within
-        this of each other (elsewhere the best is taken, as with depth 0); null = everywhere.
-        Decoding only: training searches every position.
+    lookahead_gap: with lookahead, search ahead only among the labels that score within this
+        of the best (where only the best does, it is taken, as with depth 0); null = every label
+        everywhere. Decoding only: training searches every position.
     order: viterbi only: previous labels scored, 1 or 2 (at least the features' history).
     beam_width: beam only: hypotheses kept.
     update: beam only: "standard", "early", "max-violation", "latest" or "hybrid".
