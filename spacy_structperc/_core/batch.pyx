@@ -24,15 +24,6 @@ cdef enum:
     GREEDY, VITERBI, BEAM
 
 
-def _gap(gap):
-    # None: search every state (Lookahead.gap < 0).
-    if gap is None:
-        return -1.0
-    if not float(gap) >= 0.0:
-        raise ValueError(f"gap must be None or >= 0, got {gap}")
-    return float(gap)
-
-
 def tag(TagSystem system, str decoder, int param, atoms, allowed, windows, start_mask=None,
         gap=None):
     """Label the windows of a batch; returns the (n_rows,) int32 classes.
@@ -86,7 +77,7 @@ def tag(TagSystem system, str decoder, int param, atoms, allowed, windows, start
     cdef const unsigned char* bound_mask
     cdef Lookahead la = Lookahead(system, param) if kind == GREEDY else None
     if la is not None:
-        la.gap = _gap(gap)
+        la.gap = _lookahead.search_gap(gap)
     cdef BeamSearch bs = BeamSearch(system, param) if kind == BEAM else None
     cdef ViterbiScratch vs
     cdef double score

@@ -188,12 +188,22 @@ cdef int _argmax(const double* values, int n, int skip, double penalty) noexcept
     return best_a
 
 
-def decode(TransitionSystem system, int depth=0, double gap=-1.0):
-    """Greedy decoding with depth-`depth` lookahead; returns the action sequence. gap >= 0:
+def search_gap(gap):
+    """Lookahead.gap for a gap setting: None (every action of every state is searched) as -1,
+    or the gap itself, which must be >= 0."""
+    if gap is None:
+        return -1.0
+    if not float(gap) >= 0.0:
+        raise ValueError(f"gap must be None or >= 0, got {gap}")
+    return float(gap)
+
+
+def decode(TransitionSystem system, int depth=0, gap=None):
+    """Greedy decoding with depth-`depth` lookahead; returns the action sequence. gap: None, or
     search ahead only among the actions that score within gap of the best (a state where only
-    the best does takes it unsearched); negative: every action of every state."""
+    the best does takes it unsearched)."""
     cdef Lookahead la = Lookahead(system, depth)
-    la.gap = gap
+    la.gap = search_gap(gap)
     cdef int n_steps = system.max_steps()
     out = numpy.zeros((n_steps,), dtype=numpy.int32)
     cdef int[::1] o = out

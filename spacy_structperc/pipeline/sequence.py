@@ -250,8 +250,7 @@ class SequenceLabeller(PerceptronPipe):
             return self._project(viterbi.viterbi(self.system, param)[0])
         if decoder == "beam":
             return self._project(beam.decode(self.system, param))
-        gap = self.cfg.get("lookahead_gap")
-        return self._project(lookahead.decode(self.system, param, -1.0 if gap is None else gap))
+        return self._project(lookahead.decode(self.system, param, self.cfg.get("lookahead_gap")))
 
     def predict(self, docs: Iterable[Doc]) -> BatchClasses:
         """Class ids for every token of every doc, with averaged weights (a list of arrays, one
