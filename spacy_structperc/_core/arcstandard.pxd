@@ -20,6 +20,9 @@ cdef enum:
     # buffer's front. After ADDR_DIST, so that the keys of earlier models stay as they were.
     ADDR_Q0L, ADDR_Q0L2
     ADDR_DIST0   # the distance q0 - s0, bucketed: what an arc-hybrid LEFT-ARC spans
+    # The token just before the buffer's front (the last one shifted): with q0, where a
+    # sentence may end (the BREAK decision). Last, so that earlier models' keys stay.
+    ADDR_QM1
     N_ADDR
 
 cdef enum:

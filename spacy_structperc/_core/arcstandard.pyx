@@ -46,7 +46,7 @@ ADDRESSES = {"s0": ADDR_S0, "s1": ADDR_S1, "s2": ADDR_S2, "q0": ADDR_Q0, "q1": A
              "q2": ADDR_Q2, "s0l": ADDR_S0L, "s0r": ADDR_S0R, "s0l2": ADDR_S0L2,
              "s0r2": ADDR_S0R2, "s1l": ADDR_S1L, "s1r": ADDR_S1R, "s1l2": ADDR_S1L2,
              "s1r2": ADDR_S1R2, "dist": ADDR_DIST, "q0l": ADDR_Q0L, "q0l2": ADDR_Q0L2,
-             "dist0": ADDR_DIST0}
+             "dist0": ADDR_DIST0, "q-1": ADDR_QM1}
 DISTANCES = ("dist", "dist0")
 SYSTEMS = ("arc-standard", "arc-hybrid")
 STRUCTURAL = {"dep": ATTR_DEP, "vl": ATTR_VL, "vr": ATTR_VR, "ls": ATTR_LSET, "rs": ATTR_RSET}
@@ -114,7 +114,7 @@ cdef class ParseTemplates:
         free(self.order)
 
 
-_QUEUE = {"q0", "q1", "q2"}
+_QUEUE = {"q-1", "q0", "q1", "q2"}   # what the buffer position alone decides
 
 
 def _template_group(parts) -> int:
@@ -488,6 +488,7 @@ cdef class ArcStandardSystem(TransitionSystem):
         tok[ADDR_Q0] = st.buf if st.buf < n else -1
         tok[ADDR_Q1] = st.buf + 1 if st.buf + 1 < n else -1
         tok[ADDR_Q2] = st.buf + 2 if st.buf + 2 < n else -1
+        tok[ADDR_QM1] = st.buf - 1 if st.buf >= 1 else -1
         cdef int s0 = tok[ADDR_S0], s1 = tok[ADDR_S1]
         if s0 >= 0:
             tok[ADDR_S0L] = self.arr(state, A_LC1)[s0]

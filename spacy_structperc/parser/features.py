@@ -15,7 +15,7 @@ from ..atoms import template
 def parser_templates(word: str = "lower", third_order: bool = True, valency: bool = True,
                      distance: bool = True, queue: int = 3, clusters: bool = False,
                      arc_hybrid: bool = False, upos: bool = False, label_sets: bool = False,
-                     cluster_pairs: bool = False) -> List[dict]:
+                     cluster_pairs: bool = False, boundary: bool = False) -> List[dict]:
     """Zhang & Nivre (2011) features for labelled arc-standard parsing.
 
     word: the atom used as the word form (lower or orth). third_order adds the second-leftmost /
@@ -30,6 +30,10 @@ def parser_templates(word: str = "lower", third_order: bool = True, valency: boo
     cluster_pairs (with clusters) adds Koo, Carreras & Collins (2008)'s cluster features: 4- and
     6-bit prefixes of the words an arc would join (s0 with s1, s0 with q0, a word with its
     nearest children) conjoined with each other and with the other word's tag.
+    boundary adds what tells where a sentence ends (the BREAK decision in a Doc without sentence
+    starts): the word and tag just before the buffer's front (q-1, the last word shifted) and
+    q0's short shape (capitalisation, which the lower-cased word hides), with each other and
+    with the tag of s0, the finished tree's head.
     """
     w, t = word, "tag"
     T = [template("bias")]
@@ -158,6 +162,16 @@ def parser_templates(word: str = "lower", third_order: bool = True, valency: boo
         add("s1p,s1rp,s0p", ("s1", p), ("s1r", p), ("s0", p))
         if distance:
             add("s0p,s1p,d", ("s0", p), ("s1", p), ("dist", "s0s1"))
+    if boundary:
+        ss = "short_shape"
+        add("q-1w", ("q-1", w))
+        add("q-1t", ("q-1", t))
+        add("q0ss", ("q0", ss))
+        add("q-1w,q0ss", ("q-1", w), ("q0", ss))
+        add("q-1w,q0w", ("q-1", w), ("q0", w))
+        add("q-1t,q0t", ("q-1", t), ("q0", t))
+        add("q-1w,q0ss,q0t", ("q-1", w), ("q0", ss), ("q0", t))
+        add("s0t,q-1w,q0ss", ("s0", t), ("q-1", w), ("q0", ss))
     if clusters:
         for pos in ("s0", "s1", "q0"):
             add(f"{pos}c6", (pos, "c6"))
@@ -201,7 +215,7 @@ def parser_atoms(templates: Sequence[dict]) -> List[str]:
 def parser_features(word: str = "lower", third_order: bool = True, valency: bool = True,
                     distance: bool = True, queue: int = 3, clusters: bool = False,
                     arc_hybrid: bool = False, upos: bool = False, label_sets: bool = False,
-                    cluster_pairs: bool = False) -> List[dict]:
+                    cluster_pairs: bool = False, boundary: bool = False) -> List[dict]:
     """Zhang & Nivre (2011) templates for arc-standard parsing: words and tags of s0-s2 and
     q0-q2, children of s0 and s1 with their labels, distance and valency. Tags are read from
     token.tag_, so an upstream tagger (or gold tags) must set them.
@@ -212,6 +226,7 @@ def parser_features(word: str = "lower", third_order: bool = True, valency: bool
     upos: universal POS features (token.pos_: a tagger with pos = "predict" goes first).
     label_sets: the label sets of s0's and s1's children (Zhang & Nivre 2011).
     cluster_pairs: with clusters, Koo et al. (2008)'s cluster-prefix pairs along candidate arcs.
+    boundary: the word and tag before the buffer's front and q0's shape, for where sentences end.
     """
     return parser_templates(word, third_order, valency, distance, queue, clusters, arc_hybrid, upos,
-                            label_sets, cluster_pairs)
+                            label_sets, cluster_pairs, boundary)

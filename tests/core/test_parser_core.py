@@ -15,13 +15,18 @@ SPECS = parser_templates()
 ATOMS = parser_atoms(SPECS)
 
 
-def make_system(n_labels=2, label_candidates=0):
+# With the sentence-boundary templates, which read the token before the buffer's front (q-1).
+BOUNDARY_SPECS = parser_templates(boundary=True)
+BOUNDARY_ATOMS = parser_atoms(BOUNDARY_SPECS)
+
+
+def make_system(n_labels=2, label_candidates=0, specs=SPECS, atoms=ATOMS):
     weights = AveragedWeights(2 + 2 * n_labels, 1 << 12)
-    return weights, ArcStandardSystem(ParseTemplates(SPECS, ATOMS), weights, n_labels, label_candidates)
+    return weights, ArcStandardSystem(ParseTemplates(specs, atoms), weights, n_labels, label_candidates)
 
 
-def random_atoms(rng, n):
-    return rng.integers(1, 5, size=(n, len(ATOMS))).astype(numpy.uint64)
+def random_atoms(rng, n, atoms=ATOMS):
+    return rng.integers(1, 5, size=(n, len(atoms))).astype(numpy.uint64)
 
 
 def randomize(system, weights, rng, walks=30):
@@ -144,19 +149,22 @@ def test_greedy_takes_the_first_best_scored_action_exactly(label_candidates, all
     assert forced > 0
 
 
-def test_greedy_scores_reuse_the_queue_and_s0_sums_to_the_bit():
+@pytest.mark.parametrize("boundary", [False, True])
+def test_greedy_scores_reuse_the_queue_and_s0_sums_to_the_bit(boundary):
     # Greedy scoring keeps the partial sums of the templates that read only the queue (and
     # s0) and reuses them while the buffer (and s0) stay; states taken in any order, from
     # several sentences bound in turn, and weights changed between, must score to the bit as
-    # the full sums do (action_scores, unpruned with label_candidates 0).
-    specs = ParseTemplates(SPECS, ATOMS)
+    # the full sums do (action_scores, unpruned with label_candidates 0). q-1, the token
+    # before the buffer's front, is the queue's: it moves with the buffer alone.
+    spec_list, atom_names = (BOUNDARY_SPECS, BOUNDARY_ATOMS) if boundary else (SPECS, ATOMS)
+    specs = ParseTemplates(spec_list, atom_names)
     assert 0 < specs.n_queue < specs.n_s0_queue < specs.n
     rng = numpy.random.default_rng(11)
-    weights, system = make_system(3, 0)
+    weights, system = make_system(3, 0, spec_list, atom_names)
     reused = reused_moves = 0
     for s in range(20):
         n = int(rng.integers(2, 12))
-        system.set_sentence(random_atoms(rng, n), allow_break=bool(rng.integers(2)))
+        system.set_sentence(random_atoms(rng, n, atom_names), allow_break=bool(rng.integers(2)))
         if s % 2 == 0:   # else the same weights: only binding the sentence may reset the sums
             randomize(system, weights, rng, walks=3)
         for _ in range(6):
@@ -178,6 +186,42 @@ def test_greedy_scores_reuse_the_queue_and_s0_sums_to_the_bit():
                 key = int(system.state_features(system.initial_state())[0])
                 weights.add(key, int(rng.integers(weights.n_classes)), float(rng.normal()))
     assert reused > 30 and reused_moves > 5
+
+
+def test_q_minus_1_reads_the_token_before_the_buffer_front():
+    # A template reading q-1 keys, at a state whose buffer front is b, as the same template
+    # (same name and place: the same seed) reading q0 at a state whose front is b - 1; at
+    # b = 0 it reads q-1's own NONE value, which no token's key equals.
+    rng = numpy.random.default_rng(5)
+    before = ParseTemplates([{"name": "x", "parts": [["q-1", "lower"]]}], ["lower"])
+    front = ParseTemplates([{"name": "x", "parts": [["q0", "lower"]]}], ["lower"])
+    assert before.n_queue == 1
+    weights = AveragedWeights(4, 1 << 8)
+    checked = 0
+    for _ in range(20):
+        n = int(rng.integers(1, 9))
+        atoms = rng.permutation(numpy.arange(1, n + 1, dtype=numpy.uint64)).reshape((n, 1))
+        systems = [ArcStandardSystem(t, weights, 1) for t in (before, front)]
+        for system in systems:
+            system.set_sentence(atoms, allow_break=True)
+        keys_at = {}   # buffer position -> q0's key there
+        seen = []
+        state = systems[0].initial_state()
+        while True:
+            buf = int(numpy.frombuffer(state, dtype=numpy.int32, count=2)[1])
+            keys_at[buf] = systems[1].state_features(state).tolist()
+            seen.append((buf, systems[0].state_features(state).tolist()))
+            if systems[0].final(state):
+                break
+            valid = [a for a in range(systems[0].n_actions) if systems[0].is_valid_action(state, a)]
+            state = systems[0].step(state, int(rng.choice(valid)))
+        for buf, keys in seen:
+            if buf >= 1:
+                assert keys == keys_at[buf - 1]
+                checked += 1
+            else:
+                assert keys not in keys_at.values()
+    assert checked > 50
 
 
 @pytest.mark.parametrize("precision", ["float32", "float16", "int8"])
