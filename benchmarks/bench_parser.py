@@ -103,6 +103,10 @@ LEVERS: Dict[str, List[str]] = {
     "beam 8, every feature": ["--components.parser.decoder", "beam", "--components.parser.beam_width", "8",
                               "--components.parser.label_candidates", "2",
                               "--components.parser.oracle", "static", "--components.parser.explore", "0.0"],
+    # Where a sentence ends (the BREAK decision in a Doc without sentence starts): configs/parser.cfg
+    # reads the word and tag before the buffer's front and q0's shape (parser_features.v1's
+    # boundary); this lever is the config without them.
+    "no boundary features": ["--components.parser.model.features.boundary", "false"],
     # Candidates for the accurate setting: beam search with Zhang and Nivre's non-local features.
     "beam 8, label sets, upos": before(decoder="beam", beam_width="8", model__features__label_sets="true",
                                        model__features__upos="true"),

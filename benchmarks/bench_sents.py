@@ -5,12 +5,15 @@ One run, on UD English EWT, each system in its own child process:
 1. ``structperc_parser`` / ``parser.cfg``: ``spacy train configs/parser.cfg`` (structperc_tagger +
    structperc_parser), which trains on documents of ten consecutive sentences with gold tokens
    (``spacy-structperc.documents_corpus.v1``), so the parser learns to end sentences;
-2. ``structperc_parser`` / ``parser.cfg, one sentence per doc``: the same with
+2. ``structperc_parser`` / ``parser.cfg without boundary features``: the same without the
+   templates that read the word before the buffer's front and q0's shape
+   (``parser_features.v1``'s ``boundary``);
+3. ``structperc_parser`` / ``parser.cfg, one sentence per doc``: the same with
    ``sentences_per_doc = 1``, the training data before this benchmark existed (the parser never
    sees a sentence end inside a Doc);
-3. ``spacy`` / ``parser``: spaCy's tagger + parser (``spacy init config --pipeline
+4. ``spacy`` / ``parser``: spaCy's tagger + parser (``spacy init config --pipeline
    tagger,parser --optimize efficiency``) trained on the same documents for ``--spacy-max-steps``;
-4. ``spacy`` / ``senter``: spaCy's senter (efficiency config) trained on the same documents.
+5. ``spacy`` / ``senter``: spaCy's senter (efficiency config) trained on the same documents.
 
 Every system is evaluated on the EWT test split merged into documents of ten consecutive
 sentences (``--test-sentences-per-doc``), from raw text: ``nlp(doc.text)`` with the pipeline's own
@@ -36,7 +39,7 @@ from bench_parser import prepare_data  # noqa: E402  (EWT one sentence per Doc, 
 
 COMPONENT = "sents"
 DATASET = "ud_en_ewt"
-PARTS = ("structperc", "structperc_one", "spacy_parser", "spacy_senter")
+PARTS = ("structperc", "structperc_no_boundary", "structperc_one", "spacy_parser", "spacy_senter")
 READER = "spacy-structperc.documents_corpus.v1"
 
 
@@ -153,6 +156,14 @@ def main(argv=None) -> int:
                      {"paths": paths, "out_dir": str(run_dir / "structperc"), "config": config,
                       "overrides": train_common + [f"--corpora.train.sentences_per_doc={n}",
                                                    f"--corpora.dev.sentences_per_doc={n}"],
+                      "test_sentences_per_doc": test_n}))
+    if "structperc_no_boundary" in parts:
+        jobs.append(("structperc_parser", f"parser.cfg without boundary features, {n} sentences per doc, {epochs} epochs",
+                     "run_structperc",
+                     {"paths": paths, "out_dir": str(run_dir / "structperc_no_boundary"), "config": config,
+                      "overrides": train_common + [f"--corpora.train.sentences_per_doc={n}",
+                                                   f"--corpora.dev.sentences_per_doc={n}",
+                                                   "--components.parser.model.features.boundary=false"],
                       "test_sentences_per_doc": test_n}))
     if "structperc_one" in parts:
         jobs.append(("structperc_parser", f"parser.cfg, one sentence per doc, {epochs} epochs", "run_structperc",
