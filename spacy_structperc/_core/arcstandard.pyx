@@ -67,7 +67,7 @@ cdef class ParseTemplates:
     def __cinit__(self, specs, atom_names):
         """specs: [{"name": str, "parts": [[position, attribute], ...]}, ...]; a template with
         no parts is the bias. Positions: s0 s1 s2 q0 q1 q2 s0l s0r s0l2 s0r2 s1l s1r s1l2 s1r2,
-        ["dist", "s0s1"] and ["dist0", "s0q0"]. Attributes: an atom name, or dep / vl / vr."""
+        q0l q0l2, q-1 (the token before q0), ["dist", "s0s1"] and ["dist0", "s0q0"]. Attributes: an atom name, or dep / vl / vr."""
         self.atom_names = list(atom_names)
         self.specs = [dict(name=str(s["name"]), parts=[list(p) for p in s["parts"]]) for s in specs]
         col_of = {name: j for j, name in enumerate(self.atom_names)}
