@@ -31,7 +31,7 @@ import shlex
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as C  # noqa: E402
@@ -151,26 +151,18 @@ def main(argv=None) -> int:
     train_common = ["--training.max_epochs", str(epochs)] + (["--training.eval_frequency", "50"] if args.quick else [])
     test_n = args.test_sentences_per_doc
     jobs = []
-    if "structperc" in parts:
-        jobs.append(("structperc_parser", f"parser.cfg, {n} sentences per doc, {epochs} epochs", "run_structperc",
-                     {"paths": paths, "out_dir": str(run_dir / "structperc"), "config": config,
-                      "overrides": train_common + [f"--corpora.train.sentences_per_doc={n}",
-                                                   f"--corpora.dev.sentences_per_doc={n}"],
-                      "test_sentences_per_doc": test_n}))
-    if "structperc_no_boundary" in parts:
-        jobs.append(("structperc_parser", f"parser.cfg without boundary features, {n} sentences per doc, {epochs} epochs",
-                     "run_structperc",
-                     {"paths": paths, "out_dir": str(run_dir / "structperc_no_boundary"), "config": config,
-                      "overrides": train_common + [f"--corpora.train.sentences_per_doc={n}",
-                                                   f"--corpora.dev.sentences_per_doc={n}",
-                                                   "--components.parser.model.features.boundary=false"],
-                      "test_sentences_per_doc": test_n}))
-    if "structperc_one" in parts:
-        jobs.append(("structperc_parser", f"parser.cfg, one sentence per doc, {epochs} epochs", "run_structperc",
-                     {"paths": paths, "out_dir": str(run_dir / "structperc_one"), "config": config,
-                      "overrides": train_common + ["--corpora.train.sentences_per_doc=1",
-                                                   "--corpora.dev.sentences_per_doc=1"],
-                      "test_sentences_per_doc": test_n}))
+    # Our parts: (setting, training sentences per Doc, overrides besides).
+    ours = {"structperc": (f"parser.cfg, {n} sentences per doc", n, []),
+            "structperc_no_boundary": (f"parser.cfg without boundary features, {n} sentences per doc", n,
+                                       ["--components.parser.model.features.boundary=false"]),
+            "structperc_one": ("parser.cfg, one sentence per doc", 1, [])}
+    for part, (setting, per_doc, more) in ours.items():
+        if part in parts:
+            jobs.append(("structperc_parser", f"{setting}, {epochs} epochs", "run_structperc",
+                         {"paths": paths, "out_dir": str(run_dir / part), "config": config,
+                          "overrides": train_common + [f"--corpora.train.sentences_per_doc={per_doc}",
+                                                       f"--corpora.dev.sentences_per_doc={per_doc}"] + more,
+                          "test_sentences_per_doc": test_n}))
     steps = 100 if args.quick else args.spacy_max_steps
     extra = ["--training.eval_frequency", "50"] if args.quick else ["--training.eval_frequency", "500"]
     for part, pipeline in (("spacy_parser", "tagger,parser"), ("spacy_senter", "senter")):
