@@ -51,6 +51,8 @@ SETTINGS: Dict[str, Tuple[bool, List[str]]] = {
     "documents, gazetteers train, two-stage, n_latent 2":
         _setting(True, GAZ_TRAIN, True, False, "--components.ner.n_latent", "2"),
     "new default": (True, []),   # configs/ner.cfg as committed (documents as it reads them)
+    # How each word is cased and how frequent it is in general text (spacy-lookups-data).
+    "new default, casing": (True, ["--components.ner.model.features.casing", "true"]),
     # The second stage sees only the entity types found elsewhere (a word only ever O: no atom).
     "documents, gazetteers train, two-stage (entities only), document features":
         _setting(True, GAZ_TRAIN, True, True, aggregate="entities"),

@@ -38,6 +38,8 @@ STRUCTPERC_SETTINGS: List[Dict[str, Any]] = [
     {"setting": "default", "overrides": {}},  # configs/tagger.cfg: greedy, lookahead 0, margin 40
     # The accurate setting: lookahead 1 searched only among the labels within 60 of the best.
     {"setting": "lookahead 1, gap 60", "overrides": {"lookahead_depth": 1, "lookahead_gap": 60}},
+    # The default without the word-casing atoms (how each word is cased in general text).
+    {"setting": "no casing features", "overrides": {"model.features.casing": False}},
 ]
 
 # CRFsuite: L-BFGS with elastic-net regularization, all label transitions allowed, 100

@@ -5,7 +5,7 @@ feature. Lexical atoms depend only on the word's text, so they are computed once
 cached; document atoms (an upstream tag, say) are read from the Docs with `docarrays.read` (what
 `Doc.to_array` gives, for a whole batch in one call).
 """
-from typing import Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence
+from typing import Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy
 from spacy.attrs import IS_LOWER, IS_TITLE, IS_UPPER, LOWER, ORTH, POS, SENT_START, TAG
@@ -120,6 +120,60 @@ def _cluster_atom(kind: str, length: Optional[int], cluster: int) -> int:
     return _h(kind, bits if length is None else bits[:length])
 
 
+# Casing atoms: how a word is written in general text, from a table of word frequencies the model
+# carries (spacy-lookups-data's lexeme_prob, cased: read by PerceptronModel.load_resources), read by the
+# word's lower-cased form whatever its own case: cshare, the share of its occurrences that start
+# with a capital (binned); cfreq, how frequent it is in all its cases (binned). "Bush" is
+# capitalised 73% of the time, "May" 7%, "Leeds" 92%: where a token's own case says nothing (at a
+# sentence start, in an all-caps headline) or is misleading, this says how name-like the word is.
+# A word with letters that the table lacks gets the value "unk"; a word without letters, none.
+CASING_ATOMS = ("cshare", "cfreq")
+CASE_SHARE_BINS = (0.02, 0.1, 0.3, 0.7, 0.9, 0.98)
+
+
+def casing_code(cap_share: float, log_prob: float) -> int:
+    """The table's value for a word: its capital share's bin (0-6) and its log frequency's
+    (natural log, in steps of 2, 1-15), packed as share_bin * 16 + freq_bin (never 0)."""
+    share_bin = sum(cap_share >= b for b in CASE_SHARE_BINS)
+    freq_bin = max(1, min(15, int(-log_prob // 2)))
+    return share_bin * 16 + freq_bin
+
+
+def _casing_atoms(code: int) -> Tuple[int, int]:
+    if not code:
+        return _h("cshare", "unk"), _h("cfreq", "unk")
+    return _h("cshare", str(code >> 4)), _h("cfreq", str(code & 15))
+
+
+class CasingTable:
+    """Word (its lower-cased form's hash_string) -> casing_code, as two arrays sorted by key:
+    600k words take 5.7 MB as arrays, where a dict would hold ~60 MB of Python objects. A saved
+    model's arrays are read where the file's bytes are (no copy)."""
+
+    def __init__(self, keys: numpy.ndarray, codes: numpy.ndarray):
+        if keys.shape != codes.shape or keys.ndim != 1:
+            raise ValueError("the casing table's keys and codes differ in number")
+        if len(keys) and not (keys[1:] > keys[:-1]).all():
+            raise ValueError("the casing table's keys are not in ascending order")
+        share, freq = codes >> 4, codes & 15
+        if len(codes) and not ((share <= len(CASE_SHARE_BINS)) & (freq >= 1)).all():
+            raise ValueError("the casing table holds codes out of range")
+        self.keys = keys
+        self.codes = codes
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def __reduce__(self):
+        return (CasingTable, (self.keys, self.codes))
+
+    def code(self, text: str) -> int:
+        """The word's code, or 0 when the table lacks it."""
+        key = numpy.uint64(hash_string(text.lower()))
+        i = int(self.keys.searchsorted(key))
+        return int(self.codes[i]) if i < len(self.keys) and self.keys[i] == key else 0
+
+
 # Lexicon atoms: what a word could be according to spaCy's English lemmatizer tables (WordNet's
 # noun/verb/adjective/adverb index, its exceptions and suffix rules). For a word never seen in
 # training, "could be a plural noun or a 3rd-person verb" is most of what a tagger needs to know.
@@ -221,7 +275,7 @@ def context_atoms(values: numpy.ndarray, offsets: numpy.ndarray, names: Sequence
 
 def check_atoms(names: Iterable[str]) -> None:
     known = sorted(LEXICAL_ATOMS) + sorted(CLUSTER_ATOMS) + sorted(LEXICON_ATOMS) + sorted(DOC_ATOMS) \
-        + sorted(CONTEXT_ATOMS)
+        + sorted(CONTEXT_ATOMS) + sorted(CASING_ATOMS)
     for name in names:
         if name not in known:
             raise ValueError(Errors.S013.format(atom=name, known=", ".join(known)))
@@ -249,13 +303,16 @@ class AtomExtractor:
     every thread using the component; AtomTable's methods are atomic under the GIL, so no lock is needed."""
 
     def __init__(self, atom_names: Sequence[str], component: str = "structperc",
-                 clusters: Optional[Dict[int, int]] = None, lexicon: Optional[Lexicon] = None):
+                 clusters: Optional[Dict[int, int]] = None, lexicon: Optional[Lexicon] = None,
+                 casing: Optional[CasingTable] = None):
         check_atoms(atom_names)
         self.atom_names = list(atom_names)
         self.component = component
         self.clusters = clusters or {}
         self.lexicon = lexicon
         self._lexicon = [(j, n) for j, n in enumerate(self.atom_names) if n in LEXICON_ATOMS]
+        self._casing = [(j, CASING_ATOMS.index(n)) for j, n in enumerate(self.atom_names) if n in CASING_ATOMS]
+        self.casing = casing
         self._lexical = [(j, LEXICAL_ATOMS[n]) for j, n in enumerate(self.atom_names) if n in LEXICAL_ATOMS]
         self._cluster = [(j, n, CLUSTER_ATOMS[n]) for j, n in enumerate(self.atom_names) if n in CLUSTER_ATOMS]
         self._doc = [(j, n, DOC_ATOMS[n]) for j, n in enumerate(self.atom_names) if n in DOC_ATOMS]
@@ -264,7 +321,7 @@ class AtomExtractor:
         self._table = AtomTable(len(self.atom_names))
 
     def __reduce__(self):
-        return (AtomExtractor, (self.atom_names, self.component, self.clusters, self.lexicon))
+        return (AtomExtractor, (self.atom_names, self.component, self.clusters, self.lexicon, self.casing))
 
     def cluster_of(self, text: str) -> int:
         clusters = self.clusters
@@ -279,6 +336,10 @@ class AtomExtractor:
             cluster = self.cluster_of(text)
             for j, name, length in self._cluster:
                 row[j] = _cluster_atom(name, length, cluster)
+        if self._casing and self.casing is not None and any(c.isalpha() for c in text):
+            values = _casing_atoms(self.casing.code(text))
+            for j, k in self._casing:
+                row[j] = values[k]
         if self._lexicon and self.lexicon is not None:
             readings = self.lexicon.analyze(text)
             for j, name in self._lexicon:
@@ -345,6 +406,10 @@ def template(name: str, *parts) -> dict:
 
 def uses_clusters(atom_names: Iterable[str]) -> bool:
     return any(name in CLUSTER_ATOMS for name in atom_names)
+
+
+def uses_casing(atom_names: Iterable[str]) -> bool:
+    return any(name in CASING_ATOMS for name in atom_names)
 
 
 def uses_lexicon(atom_names: Iterable[str]) -> bool:

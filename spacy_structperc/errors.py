@@ -35,10 +35,10 @@ class Errors(metaclass=ErrorsWithCodes):
             "choose a feature set with a shorter history.")
     S012 = "Setting '{setting}' of component '{name}' must be {requirement}; got {value!r}."
     S013 = "Unknown feature atom '{atom}'. Known atoms: {known}."
-    S014 = ("The feature templates of component '{name}' use word clusters, which are read from "
+    S014 = ("The feature templates of component '{name}' use {what}, which are read from "
             "spacy-lookups-data at initialization, but it could not be loaded for language "
             "'{lang}' ({reason}). Install it with `pip install spacy-lookups-data`, or use a "
-            "feature set with clusters = false.")
+            "feature set with {setting} = false.")
     S015 = ("{path}, line {line}: expected 'word POS chunk' (three fields separated by "
             "whitespace, chunk tag O, B-TYPE or I-TYPE), got {text!r}. Fix or remove the line.")
     S016 = "Unknown part {part!r} of the CoNLL-2000 reader; expected one of {options}."

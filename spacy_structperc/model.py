@@ -19,7 +19,8 @@ from srsly.msgpack import Packer
 
 from ._core.templates import TemplateSet
 from ._core.weights import PRECISIONS, AveragedWeights, sparse_rows
-from .atoms import LEXICON_POS, AtomExtractor, Lexicon, atoms_of, uses_clusters, uses_lexicon
+from .atoms import (LEXICON_POS, AtomExtractor, CasingTable, Lexicon, atoms_of, casing_code, uses_casing,
+                    uses_clusters, uses_lexicon)
 from .errors import Errors
 
 # Version 2 closes the map with a checksum of everything before it (see _checksum_tail); version
@@ -129,6 +130,8 @@ class PerceptronModel:
         self.weights: Optional[AveragedWeights] = None
         # Word clusters travel with the model so a saved pipeline needs no lookup package.
         self.clusters: Dict[int, int] = {}
+        # How words are cased and how frequent they are in general text (atoms.CASING_ATOMS).
+        self.casing: Optional[CasingTable] = None
         # Lemmatizer tables used as a morphological lexicon (see features.Lexicon).
         self.lexicon_tables: Dict[str, Dict] = {}
         # Tag dictionary: word (orth hash) -> the classes it was seen with in training.
@@ -148,22 +151,26 @@ class PerceptronModel:
 
     def _atom_extractor(self) -> AtomExtractor:
         lexicon = Lexicon(self.lexicon_tables) if self.lexicon_tables else None
-        return AtomExtractor(self.atom_names, clusters=self.clusters, lexicon=lexicon)
+        return AtomExtractor(self.atom_names, clusters=self.clusters, lexicon=lexicon, casing=self.casing)
 
     def load_resources(self, lang: str, component: str = "") -> None:
-        """Fetch what the atoms need beyond the text (spacy-lookups-data): Brown clusters, and the
-        lemmatizer tables used as a lexicon. They are saved with the model afterwards."""
+        """Fetch what the atoms need beyond the text (spacy-lookups-data): Brown clusters, word
+        frequencies by case, and the lemmatizer tables used as a lexicon. They are saved with the
+        model afterwards."""
         need_clusters = uses_clusters(self.atom_names) and not self.clusters
+        need_casing = uses_casing(self.atom_names) and self.casing is None
         need_lexicon = uses_lexicon(self.atom_names) and not self.lexicon_tables
-        if not need_clusters and not need_lexicon:
+        if not need_clusters and not need_casing and not need_lexicon:
             return
-        require_lookups_data(component, "Brown clusters" if need_clusters else "lemmatizer tables",
-                             "model.features.clusters = false" if need_clusters
-                             else "model.features.lexicon = false")
+        what, setting = (("Brown clusters", "clusters") if need_clusters else
+                         ("word frequencies", "casing") if need_casing else ("lemmatizer tables", "lexicon"))
+        require_lookups_data(component, what, f"model.features.{setting} = false")
         try:
             from spacy.lookups import load_lookups
             if need_clusters:
                 self.clusters = _nonzero_clusters(lang)
+            if need_casing:
+                self.casing = _casing_table(lang)
             if need_lexicon:
                 lookups = load_lookups(lang, ["lemma_index", "lemma_exc", "lemma_rules"])
                 index, exc = lookups.get_table("lemma_index"), lookups.get_table("lemma_exc")
@@ -174,7 +181,8 @@ class PerceptronModel:
                     "rules": {pos: [list(r) for r in rules.get(pos, [])] for pos in LEXICON_POS},
                 }
         except Exception as e:
-            raise ValueError(Errors.S014.format(name=component, lang=lang, reason=f"{type(e).__name__}: {e}")) from None
+            raise ValueError(Errors.S014.format(name=component, lang=lang, what=what, setting=setting,
+                                                reason=f"{type(e).__name__}: {e}")) from None
         self.atoms = self._atom_extractor()
 
     @property
@@ -216,11 +224,14 @@ class PerceptronModel:
         msg = {"kind": MODEL_KIND, "format_version": FORMAT_VERSION,
                "templates": self.template_specs, "atoms": self.atom_names,
                "n_buckets": self.n_buckets, "n_classes": 0, "n_rows": 0,
-               "keys": b"", "cluster_keys": b"", "cluster_values": b""}
+               "keys": b"", "cluster_keys": b"", "cluster_values": b"", "casing_keys": b"", "casing_codes": b""}
         if self.clusters:
             ckeys = numpy.array(sorted(self.clusters), dtype="<u8")
             msg["cluster_keys"] = ckeys.tobytes()
             msg["cluster_values"] = numpy.array([self.clusters[k] for k in ckeys.tolist()], dtype="<u8").tobytes()
+        if self.casing is not None:
+            msg["casing_keys"] = self.casing.keys.astype("<u8", copy=False).tobytes()
+            msg["casing_codes"] = self.casing.codes.astype("u1", copy=False).tobytes()
         msg["precision"] = self.precision
         msg.update(indptr=b"", columns=b"", weights=b"", scales=b"")
         if self.weights is not None:
@@ -350,6 +361,11 @@ class PerceptronModel:
             cvalues = numpy.frombuffer(_field(msg, "cluster_values", bytes, b""), dtype="<u8")
             if len(ckeys) != len(cvalues):
                 raise ValueError("the cluster table's keys and values differ in number")
+            casing_keys = _field(msg, "casing_keys", bytes, b"")
+            casing = None
+            if casing_keys:
+                casing = CasingTable(numpy.frombuffer(casing_keys, dtype="<u8").astype(numpy.uint64, copy=False),
+                                     numpy.frombuffer(_field(msg, "casing_codes", bytes), dtype="u1"))
             label_dict = {}
             for entry in _field(msg, "label_dict", list, []):
                 if not (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[1], list)):
@@ -363,8 +379,10 @@ class PerceptronModel:
                 allowed = numpy.frombuffer(_field(msg, "allowed_keys", bytes), dtype="<u8").astype(numpy.uint64)
             templates = _field(msg, "templates", list)
             probe = type(self).__new__(type(self))   # compile the templates without touching self
-            probe.clusters, probe.lexicon_tables = {}, {}
+            probe.clusters, probe.lexicon_tables, probe.casing = {}, {}, None
             probe.set_templates(templates)
+            if casing is None and uses_casing(probe.atom_names):
+                raise ValueError("the features read word casing, but the casing table is missing")
         except (KeyError, TypeError, ValueError, OverflowError) as e:
             reason = str(e) if isinstance(e, ValueError) else f"the header is damaged ({type(e).__name__})"
             raise ValueError(Errors.S006.format(name=component, reason=reason)) from None
@@ -385,13 +403,14 @@ class PerceptronModel:
             except ValueError as e:
                 raise ValueError(Errors.S006.format(name=component, reason=str(e))) from None
         return {"n_buckets": n_buckets, "n_classes": n_classes, "weights": table,
-                "clusters": _clusters_of(ckeys, cvalues), "label_dict": label_dict,
+                "clusters": _clusters_of(ckeys, cvalues), "casing": casing, "label_dict": label_dict,
                 "lexicon_tables": dict(lexicon), "allowed_keys": allowed, "templates": templates}
 
     def apply(self, fields: dict) -> None:
         """Take the parsed contents of a model file (from parse_bytes / parse_file)."""
         self.n_buckets = fields["n_buckets"]
         self.clusters = fields["clusters"]
+        self.casing = fields["casing"]
         self.label_dict = fields["label_dict"]
         self.lexicon_tables = fields["lexicon_tables"]
         self.allowed_keys = fields["allowed_keys"]
@@ -402,7 +421,7 @@ class PerceptronModel:
         # Pickling (nlp.pipe with n_process > 1 under spawn) keeps the full training state.
         return (_rebuild_model, (self.template_specs, self.n_buckets, self.weights, self.clusters,
                                  self.label_dict, self.lexicon_tables, self.allowed_keys,
-                                 self.precision, self.prune_below))
+                                 self.precision, self.prune_below, self.casing))
 
 
 _CLUSTER_TABLES: "OrderedDict[bytes, Dict[int, int]]" = OrderedDict()
@@ -502,14 +521,64 @@ def _nonzero_clusters(lang: str) -> Dict[int, int]:
 
 
 _JSON_ENTRY = re.compile(r'"((?:[^"\\]|\\.)*)"\s*:\s*(-?\d+)')
+_JSON_NUMBER_ENTRY = re.compile(r'"((?:[^"\\]|\\.)*)"\s*:\s*(-?[0-9][0-9.eE+-]*)')
+
+
+@lru_cache(maxsize=2)
+def _casing_table(lang: str) -> CasingTable:
+    """The casing table of spacy-lookups-data's lexeme_prob (1M cased words and their natural log
+    probabilities, 630k lower-cased forms with letters for English): for each lower-cased form,
+    the share of its probability that its capitalised forms have, and its probability in all
+    cases (atoms.casing_code). Read entry by entry as _nonzero_clusters reads its table."""
+    import gzip
+    import json
+    import math
+    from spacy.strings import hash_string  # type: ignore[attr-defined]
+
+    tables = registry.lookups.get(lang)
+    if "lexeme_prob" not in tables:
+        raise ValueError(f"spacy-lookups-data has no lexeme_prob table for '{lang}'")
+    path = Path(tables["lexeme_prob"])
+    if path.exists():
+        text = path.read_text(encoding="utf8")
+    else:
+        with gzip.open(path.with_suffix(path.suffix + ".gz"), "rt", encoding="utf8") as f:
+            text = f.read()
+    total: Dict[str, float] = {}
+    capital: Dict[str, float] = {}
+    for match in _JSON_NUMBER_ENTRY.finditer(text):
+        word = match.group(1)
+        if "\\" in word:
+            word = json.loads(f'"{word}"')
+        if not any(c.isalpha() for c in word):
+            continue
+        p = math.exp(float(match.group(2)))
+        lower = word.lower()
+        total[lower] = total.get(lower, 0.0) + p
+        if word[:1].isupper():
+            capital[lower] = capital.get(lower, 0.0) + p
+    if not total and text.strip() not in ("", "{}"):
+        raise ValueError("the lexeme_prob table is not a JSON map of words to numbers")
+    keys = numpy.fromiter((hash_string(w) for w in total), dtype=numpy.uint64, count=len(total))
+    codes = numpy.fromiter((casing_code(capital.get(w, 0.0) / p, math.log(p)) for w, p in total.items()),
+                           dtype=numpy.uint8, count=len(total))
+    order = numpy.argsort(keys, kind="stable")
+    keys, codes = keys[order], codes[order]
+    if len(keys) > 1 and not (keys[1:] > keys[:-1]).all():   # two forms with one hash: keep neither
+        same = numpy.zeros((len(keys),), dtype=bool)
+        same[1:] = keys[1:] == keys[:-1]
+        same[:-1] |= same[1:].copy()
+        keys, codes = keys[~same], codes[~same]
+    return CasingTable(keys, codes)
 
 
 def _rebuild_model(templates: List[dict], n_buckets: int, weights: Optional[AveragedWeights],
                    clusters: Dict[int, int], label_dict: Dict[int, List[int]], lexicon_tables: Dict,
                    allowed_keys: Optional[numpy.ndarray] = None, precision: str = "float32",
-                   prune_below: float = 0.0):
+                   prune_below: float = 0.0, casing: Optional[CasingTable] = None):
     model = PerceptronModel(templates, n_buckets, precision, prune_below)
     model.clusters = clusters
+    model.casing = casing
     model.label_dict = label_dict
     model.lexicon_tables = lexicon_tables
     model.allowed_keys = allowed_keys

@@ -29,6 +29,7 @@ def without_lookups_data(monkeypatch):
 @pytest.mark.parametrize("features,what,setting", [
     ({"clusters": True}, "Brown clusters", "clusters = false"),
     ({"lexicon": True}, "lemmatizer tables", "lexicon = false"),
+    ({"casing": True}, "word frequencies", "casing = false"),
 ])
 def test_missing_extra_raises_s302_naming_it(without_lookups_data, features, what, setting):
     nlp, examples = tagger_nlp(**features)

@@ -17,7 +17,7 @@ NER_LATENT_MODES = ("all", "core", "none")
 
 def ner_templates(pos: bool = True, window: int = 2, affixes: int = 4, clusters: bool = False,
                   history: int = 1, latent: str = "all", label_level: bool = False,
-                  context: bool = False, document: bool = False) -> List[dict]:
+                  context: bool = False, document: bool = False, casing: bool = False) -> List[dict]:
     """Named-entity templates after sun2009 Table 1: words, POS and orthography in a window and
     their conjunctions, with the prefixes and suffixes of tsuruoka2011 §4.1.
 
@@ -35,11 +35,12 @@ def ner_templates(pos: bool = True, window: int = 2, affixes: int = 4, clusters:
     2009 §5): the cases it has there (away from sentence starts), alone and with the word's
     own shape, and the words around its first other occurrence (see atoms.CONTEXT_ATOMS). A Doc
     of one sentence gives them little; a Doc of a whole text, all of it.
+    casing: add how the word and its neighbours are cased in general text (atoms.CASING_ATOMS).
     """
     if latent not in NER_LATENT_MODES:
         raise ValueError(Errors.S012.format(setting="latent", name="ner_features", value=latent,
                                             requirement=f"one of {list(NER_LATENT_MODES)}"))
-    node = _ner_node_templates(pos, window, affixes, clusters, context, document)
+    node = _ner_node_templates(pos, window, affixes, clusters, context, document, casing)
     t = [dict(spec) for spec in node if latent == "all" or (latent == "core" and spec["name"] in NER_CORE_TEMPLATES)]
     if label_level:
         t.extend(dict(spec, name="label:" + spec["name"], tied=True) for spec in node)
@@ -51,7 +52,7 @@ def ner_templates(pos: bool = True, window: int = 2, affixes: int = 4, clusters:
 
 
 def _ner_node_templates(pos: bool, window: int, affixes: int, clusters: bool, context: bool,
-                        document: bool = False) -> List[dict]:
+                        document: bool = False, casing: bool = False) -> List[dict]:
     t = [template("bias", (0, "bias"))]
     t.append(template("o0", (0, "orth")))
     t.extend(word_and_pos_window(window, pos))
@@ -88,13 +89,22 @@ def _ner_node_templates(pos: bool, window: int, affixes: int, clusters: bool, co
         t.append(template("sh0,dcase", (0, "short_shape"), (0, "dcase")))
         t.append(template("dprev", (0, "dprev")))
         t.append(template("dnext", (0, "dnext")))
+    if casing:
+        t.append(template("cshare0", (0, "cshare")))
+        t.append(template("cfreq0", (0, "cfreq")))
+        t.append(template("cshare0,cfreq0", (0, "cshare"), (0, "cfreq")))
+        t.append(template("sh0,cshare0", (0, "short_shape"), (0, "cshare")))
+        t.append(template("sh0,cshare0,cfreq0", (0, "short_shape"), (0, "cshare"), (0, "cfreq")))
+        for k in (-1, 1):
+            t.append(template(f"cshare{k:+d}", (k, "cshare")))
+            t.append(template(f"cshare0,cshare{k:+d}", (0, "cshare"), (k, "cshare")))
     return t
 
 
 @registry.misc("spacy-structperc.ner_features.v1")
 def ner_features(pos: bool = True, window: int = 2, affixes: int = 4, clusters: bool = False,
                  history: int = 1, latent: str = "all", label_level: bool = False,
-                 context: bool = False, document: bool = False) -> List[dict]:
+                 context: bool = False, document: bool = False, casing: bool = False) -> List[dict]:
     """Word, POS, orthography, affix and latent-state templates for NER (sun2009 Table 1).
 
     pos: read token.tag_; false works from words alone. history: 1 = latent-state bigrams
@@ -104,6 +114,8 @@ def ner_features(pos: bool = True, window: int = 2, affixes: int = 4, clusters: 
     label_level: add label-level copies of every node template, shared by a label's states.
     context: add neighbours' affixes and more word bigrams.
     document: add what the word's other occurrences in the Doc say (case, neighbours).
+    casing: add how the word and its neighbours are cased, and how frequent the word is, in
+    general text (spacy-lookups-data's word frequencies, saved with the model).
     """
     return ner_templates(pos, window, affixes, clusters, history, latent, label_level, context,
-                         document)
+                         document, casing)

@@ -9,7 +9,7 @@ from typing import List, Optional, Sequence
 import numpy
 from spacy.attrs import LOWER, SENT_START
 
-from ..atoms import AtomBatch, AtomExtractor, Lexicon
+from ..atoms import AtomBatch, AtomExtractor, CasingTable, Lexicon
 from ..model import PerceptronModel
 from .aggregation import STAGE_ATOMS
 from .gazetteers import GAZ_ATOMS, Gazetteer, fold_of  # noqa: F401
@@ -24,20 +24,21 @@ class NerAtomExtractor:
     prediction time (every entry)."""
 
     def __init__(self, atom_names: Sequence[str], clusters=None, lexicon: Optional[Lexicon] = None,
-                 gazetteer: Optional[Gazetteer] = None):
+                 gazetteer: Optional[Gazetteer] = None, casing: Optional[CasingTable] = None):
         self.atom_names = list(atom_names)
         self.clusters = clusters or {}
         self.lexicon = lexicon
         self.gazetteer = gazetteer
+        self.casing = casing
         base_names = [n for n in self.atom_names if n not in NER_ATOMS]
-        self.base = AtomExtractor(base_names, clusters=clusters, lexicon=lexicon)
+        self.base = AtomExtractor(base_names, clusters=clusters, lexicon=lexicon, casing=casing)
         self._plain = len(base_names) == len(self.atom_names)
         self._base_cols = numpy.array([self.atom_names.index(n) for n in base_names], dtype=numpy.int64)
         self._gaz = [(j, n) for j, n in enumerate(self.atom_names) if n in GAZ_ATOMS]
         self.stage_columns = {n: j for j, n in enumerate(self.atom_names) if n in STAGE_ATOMS}
 
     def __reduce__(self):
-        return (NerAtomExtractor, (self.atom_names, self.clusters, self.lexicon, self.gazetteer))
+        return (NerAtomExtractor, (self.atom_names, self.clusters, self.lexicon, self.gazetteer, self.casing))
 
     def batch(self, docs, name: Optional[str] = None, extra: Sequence[int] = (), on_missing=None,
               fold: Optional[int] = None) -> AtomBatch:
@@ -70,7 +71,7 @@ class NerPerceptronModel(PerceptronModel):
 
     def _atom_extractor(self) -> NerAtomExtractor:   # type: ignore[override]
         lexicon = Lexicon(self.lexicon_tables) if self.lexicon_tables else None
-        return NerAtomExtractor(self.atom_names, self.clusters, lexicon, self.gazetteer)
+        return NerAtomExtractor(self.atom_names, self.clusters, lexicon, self.gazetteer, self.casing)
 
     def set_gazetteer(self, gazetteer: Optional[Gazetteer]) -> None:
         self.gazetteer = gazetteer
@@ -81,7 +82,7 @@ class NerPerceptronModel(PerceptronModel):
         """This kind of model with `model`'s settings and state, and `templates` added to its own."""
         new = cls(list(model.template_specs) + list(templates), model.n_buckets, model.precision,
                   model.prune_below)
-        new.clusters, new.label_dict = model.clusters, model.label_dict
+        new.clusters, new.label_dict, new.casing = model.clusters, model.label_dict, model.casing
         new.lexicon_tables, new.allowed_keys = model.lexicon_tables, model.allowed_keys
         new.set_templates(new.template_specs)
         new.weights = model.weights
@@ -94,9 +95,10 @@ class NerPerceptronModel(PerceptronModel):
 
 def _rebuild_ner_model(base: tuple, gazetteer: Optional[Gazetteer]) -> NerPerceptronModel:
     (templates, n_buckets, weights, clusters, label_dict, lexicon_tables, allowed_keys,
-     precision, prune_below) = base
+     precision, prune_below, casing) = base
     model = NerPerceptronModel(templates, n_buckets, precision, prune_below)
     model.clusters, model.label_dict, model.lexicon_tables = clusters, label_dict, lexicon_tables
+    model.casing = casing
     model.allowed_keys, model.gazetteer = allowed_keys, gazetteer
     model.set_templates(templates)
     model.weights = weights

@@ -25,18 +25,20 @@ class ParserModel(PerceptronModel):
 
     def _atom_extractor(self) -> AtomExtractor:
         lexicon = Lexicon(self.lexicon_tables) if self.lexicon_tables else None
-        return AtomExtractor(self.atom_names, component="parser", clusters=self.clusters, lexicon=lexicon)
+        return AtomExtractor(self.atom_names, component="parser", clusters=self.clusters, lexicon=lexicon,
+                             casing=self.casing)
 
     def __reduce__(self):
         return (_rebuild_parser_model, (self.template_specs, self.n_buckets, self.weights,
                                         self.clusters, self.lexicon_tables, self.allowed_keys,
-                                        self.precision, self.prune_below))
+                                        self.precision, self.prune_below, self.casing))
 
 
 def _rebuild_parser_model(templates, n_buckets, weights, clusters, lexicon_tables, allowed_keys=None,
-                          precision="float32", prune_below=0.0):
+                          precision="float32", prune_below=0.0, casing=None):
     model = ParserModel(templates, n_buckets, precision, prune_below)
     model.clusters = clusters
+    model.casing = casing
     model.lexicon_tables = lexicon_tables
     model.allowed_keys = allowed_keys
     model.set_templates(templates)

@@ -296,6 +296,7 @@ class ParserReranker:
         m = self.parser.model
         model = type(m)(m.template_specs, m.n_buckets, m.precision, m.prune_below)
         model.clusters = m.clusters
+        model.casing = m.casing
         model.lexicon_tables = m.lexicon_tables
         model.set_templates(m.template_specs)
         if n_classes is not None:

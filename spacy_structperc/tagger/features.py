@@ -12,7 +12,7 @@ from ..atoms import LEXICON_POS, template
 
 def tagger_templates(history: int = 2, history_words: bool = True, window: int = 2,
                      suffixes: int = 5, prefixes: int = 4, clusters: bool = False,
-                     lexicon: bool = False) -> List[dict]:
+                     lexicon: bool = False, casing: bool = False) -> List[dict]:
     """Templates after Ratnaparkhi (1996) / Collins (2002), with a wider lexical window.
 
     history: how many previous labels the label n-gram features read (1 = bigram, 2 = trigram,
@@ -56,6 +56,15 @@ def tagger_templates(history: int = 2, history_words: bool = True, window: int =
         t.append(template("lex+1", (1, "lex")))
         t.append(template("lex0,s2", (0, "lex"), (0, "s2")))
         t.append(template("lex0,is_title", (0, "lex"), (0, "is_title")))
+    if casing:
+        t.append(template("cshare0", (0, "cshare")))
+        t.append(template("cfreq0", (0, "cfreq")))
+        t.append(template("cshare0,cfreq0", (0, "cshare"), (0, "cfreq")))
+        t.append(template("sh0,cshare0", (0, "short_shape"), (0, "cshare")))
+        t.append(template("cshare-1", (-1, "cshare")))
+        t.append(template("cshare+1", (1, "cshare")))
+        t.append(template("cshare0,w-1", (0, "cshare"), (-1, "lower")))
+        t.append(template("cfreq0,s3", (0, "cfreq"), (0, "s3")))
     if history >= 1:
         t.append(template("t-1", ("hist", 1)))
     if history >= 2:
@@ -75,15 +84,17 @@ def tagger_templates(history: int = 2, history_words: bool = True, window: int =
 @registry.misc("spacy-structperc.tagger_features.v1")
 def tagger_features(history: int = 2, history_words: bool = True, window: int = 2,
                     suffixes: int = 5, prefixes: int = 4, clusters: bool = False,
-                    lexicon: bool = False) -> List[dict]:
+                    lexicon: bool = False, casing: bool = False) -> List[dict]:
     """Word, affix, shape, word-cluster and label-history templates for POS tagging.
 
     clusters: add Brown-cluster features (from spacy-lookups-data at initialization; stored in
     the model afterwards).
     lexicon: add features from spaCy's English lemmatizer tables (WordNet index, exceptions and
     suffix rules): which parts of speech a word could be, and by which inflection.
+    casing: add how each word is cased and how frequent it is in general text (spacy-lookups-data's
+    word frequencies, read at initialization and stored in the model; atoms.CASING_ATOMS).
     """
-    return tagger_templates(history, history_words, window, suffixes, prefixes, clusters, lexicon)
+    return tagger_templates(history, history_words, window, suffixes, prefixes, clusters, lexicon, casing)
 
 
 @registry.misc("spacy-structperc.tagger_features_small.v1")
