@@ -107,6 +107,12 @@ LEVERS: Dict[str, List[str]] = {
     # reads the word and tag before the buffer's front and q0's shape (parser_features.v1's
     # boundary); this lever is the config without them.
     "no boundary features": ["--components.parser.model.features.boundary", "false"],
+    # The share of q0's occurrences in general text that are capitalised (atoms.CASING_ATOMS), with
+    # its shape, the word before it and s0's tag: whether a capital at the buffer's front starts a
+    # sentence or a name.
+    "parser casing": ["--components.parser.model.features.casing", "true"],
+    # configs/parser.cfg's tagger reads the casing atoms too; this lever is the config without them.
+    "no tagger casing": ["--components.tagger.model.features.casing", "false"],
     # Candidates for the accurate setting: beam search with Zhang and Nivre's non-local features.
     "beam 8, label sets, upos": before(decoder="beam", beam_width="8", model__features__label_sets="true",
                                        model__features__upos="true"),

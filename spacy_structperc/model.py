@@ -19,8 +19,8 @@ from srsly.msgpack import Packer
 
 from ._core.templates import TemplateSet
 from ._core.weights import PRECISIONS, AveragedWeights, sparse_rows
-from .atoms import (LEXICON_POS, AtomExtractor, CasingTable, Lexicon, atoms_of, casing_code, uses_casing,
-                    uses_clusters, uses_lexicon)
+from .atoms import (LEXICON_POS, AtomExtractor, CasingTable, Lexicon, atoms_of, casing_code, casing_key,
+                    uses_casing, uses_clusters, uses_lexicon)
 from .errors import Errors
 
 # Version 2 closes the map with a checksum of everything before it (see _checksum_tail); version
@@ -230,7 +230,7 @@ class PerceptronModel:
             msg["cluster_keys"] = ckeys.tobytes()
             msg["cluster_values"] = numpy.array([self.clusters[k] for k in ckeys.tolist()], dtype="<u8").tobytes()
         if self.casing is not None:
-            msg["casing_keys"] = self.casing.keys.astype("<u8", copy=False).tobytes()
+            msg["casing_keys"] = self.casing.keys.astype("<u4", copy=False).tobytes()
             msg["casing_codes"] = self.casing.codes.astype("u1", copy=False).tobytes()
         msg["precision"] = self.precision
         msg.update(indptr=b"", columns=b"", weights=b"", scales=b"")
@@ -364,7 +364,7 @@ class PerceptronModel:
             casing_keys = _field(msg, "casing_keys", bytes, b"")
             casing = None
             if casing_keys:
-                casing = CasingTable(numpy.frombuffer(casing_keys, dtype="<u8").astype(numpy.uint64, copy=False),
+                casing = CasingTable(numpy.frombuffer(casing_keys, dtype="<u4").astype(numpy.uint32, copy=False),
                                      numpy.frombuffer(_field(msg, "casing_codes", bytes), dtype="u1"))
             label_dict = {}
             for entry in _field(msg, "label_dict", list, []):
@@ -533,7 +533,6 @@ def _casing_table(lang: str) -> CasingTable:
     import gzip
     import json
     import math
-    from spacy.strings import hash_string  # type: ignore[attr-defined]
 
     tables = registry.lookups.get(lang)
     if "lexeme_prob" not in tables:
@@ -559,7 +558,7 @@ def _casing_table(lang: str) -> CasingTable:
             capital[lower] = capital.get(lower, 0.0) + p
     if not total and text.strip() not in ("", "{}"):
         raise ValueError("the lexeme_prob table is not a JSON map of words to numbers")
-    keys = numpy.fromiter((hash_string(w) for w in total), dtype=numpy.uint64, count=len(total))
+    keys = numpy.fromiter((casing_key(w) for w in total), dtype=numpy.uint32, count=len(total))
     codes = numpy.fromiter((casing_code(capital.get(w, 0.0) / p, math.log(p)) for w, p in total.items()),
                            dtype=numpy.uint8, count=len(total))
     order = numpy.argsort(keys, kind="stable")

@@ -15,7 +15,7 @@ from ..atoms import template
 def parser_templates(word: str = "lower", third_order: bool = True, valency: bool = True,
                      distance: bool = True, queue: int = 3, clusters: bool = False,
                      arc_hybrid: bool = False, upos: bool = False, label_sets: bool = False,
-                     cluster_pairs: bool = False, boundary: bool = False) -> List[dict]:
+                     cluster_pairs: bool = False, boundary: bool = False, casing: bool = False) -> List[dict]:
     """Zhang & Nivre (2011) features for labelled arc-standard parsing.
 
     word: the atom used as the word form (lower or orth). third_order adds the second-leftmost /
@@ -172,6 +172,13 @@ def parser_templates(word: str = "lower", third_order: bool = True, valency: boo
         add("q-1t,q0t", ("q-1", t), ("q0", t))
         add("q-1w,q0ss,q0t", ("q-1", w), ("q0", ss), ("q0", t))
         add("s0t,q-1w,q0ss", ("s0", t), ("q-1", w), ("q0", ss))
+    if casing:
+        cs = "cshare"
+        add("q0cs", ("q0", cs))
+        add("q0ss,q0cs", ("q0", "short_shape"), ("q0", cs))
+        add("q-1w,q0ss,q0cs", ("q-1", w), ("q0", "short_shape"), ("q0", cs))
+        add("s0t,q0ss,q0cs", ("s0", t), ("q0", "short_shape"), ("q0", cs))
+        add("q0t,q0cs", ("q0", t), ("q0", cs))
     if clusters:
         for pos in ("s0", "s1", "q0"):
             add(f"{pos}c6", (pos, "c6"))
@@ -215,7 +222,7 @@ def parser_atoms(templates: Sequence[dict]) -> List[str]:
 def parser_features(word: str = "lower", third_order: bool = True, valency: bool = True,
                     distance: bool = True, queue: int = 3, clusters: bool = False,
                     arc_hybrid: bool = False, upos: bool = False, label_sets: bool = False,
-                    cluster_pairs: bool = False, boundary: bool = False) -> List[dict]:
+                    cluster_pairs: bool = False, boundary: bool = False, casing: bool = False) -> List[dict]:
     """Zhang & Nivre (2011) templates for arc-standard parsing: words and tags of s0-s2 and
     q0-q2, children of s0 and s1 with their labels, distance and valency. Tags are read from
     token.tag_, so an upstream tagger (or gold tags) must set them.
@@ -229,4 +236,4 @@ def parser_features(word: str = "lower", third_order: bool = True, valency: bool
     boundary: the word and tag before the buffer's front and q0's shape, for where sentences end.
     """
     return parser_templates(word, third_order, valency, distance, queue, clusters, arc_hybrid, upos,
-                            label_sets, cluster_pairs, boundary)
+                            label_sets, cluster_pairs, boundary, casing)

@@ -18,6 +18,11 @@ ATOMS = parser_atoms(SPECS)
 # With the sentence-boundary templates, which read the token before the buffer's front (q-1).
 BOUNDARY_SPECS = parser_templates(boundary=True)
 BOUNDARY_ATOMS = parser_atoms(BOUNDARY_SPECS)
+# And with the casing templates, which read q0 with s0's tag and q-1's word.
+CASING_SPECS = parser_templates(boundary=True, casing=True)
+CASING_ATOMS = parser_atoms(CASING_SPECS)
+FEATURE_SETS = {"plain": (SPECS, ATOMS), "boundary": (BOUNDARY_SPECS, BOUNDARY_ATOMS),
+                "boundary and casing": (CASING_SPECS, CASING_ATOMS)}
 
 
 def make_system(n_labels=2, label_candidates=0, specs=SPECS, atoms=ATOMS):
@@ -149,14 +154,14 @@ def test_greedy_takes_the_first_best_scored_action_exactly(label_candidates, all
     assert forced > 0
 
 
-@pytest.mark.parametrize("boundary", [False, True])
-def test_greedy_scores_reuse_the_queue_and_s0_sums_to_the_bit(boundary):
+@pytest.mark.parametrize("features", sorted(FEATURE_SETS))
+def test_greedy_scores_reuse_the_queue_and_s0_sums_to_the_bit(features):
     # Greedy scoring keeps the partial sums of the templates that read only the queue (and
     # s0) and reuses them while the buffer (and s0) stay; states taken in any order, from
     # several sentences bound in turn, and weights changed between, must score to the bit as
     # the full sums do (action_scores, unpruned with label_candidates 0). q-1, the token
     # before the buffer's front, is the queue's: it moves with the buffer alone.
-    spec_list, atom_names = (BOUNDARY_SPECS, BOUNDARY_ATOMS) if boundary else (SPECS, ATOMS)
+    spec_list, atom_names = FEATURE_SETS[features]
     specs = ParseTemplates(spec_list, atom_names)
     assert 0 < specs.n_queue < specs.n_s0_queue < specs.n
     rng = numpy.random.default_rng(11)

@@ -185,3 +185,28 @@ def test_cluster_pairs_read_the_clusters_of_the_words_an_arc_joins():
     one = [[(tok.head.i, tok.dep_) for tok in nlp(doc_of(nlp, w, t))] for w, t, _, _ in TRAIN_DATA]
     assert [[(tok.head.i, tok.dep_) for tok in d] for d in nlp.pipe(docs)] == one
     assert [[h for h, _ in p] for p in one] == [h for _, _, h, _ in TRAIN_DATA]
+
+
+def test_casing_features_read_how_q0_is_cased_in_general_text():
+    """casing adds templates that read q0's capital share in general text (the table from
+    spacy-lookups-data's word frequencies, carried by the model); a parser trained with them
+    learns the trees, predicts alike through nlp() and nlp.pipe, and reloads from bytes (table
+    included) to the same trees."""
+    from spacy_structperc.parser.features import parser_templates
+    base = {t["name"] for t in parser_templates(boundary=True)}
+    added = [t for t in parser_templates(boundary=True, casing=True) if t["name"] not in base]
+    assert added and all(["q0", "cshare"] in t["parts"] for t in added)
+    config = {"model": {"@architectures": "spacy-structperc.ParserPerceptron.v1",
+                        "features": {"@misc": "spacy-structperc.parser_features.v1",
+                                     "boundary": True, "casing": True}}}
+    nlp, parser = train(config, epochs=30)
+    table = parser.model.casing
+    assert len(table) > 600_000 and table.code("LEEDS") == table.code("leeds") != 0
+    docs = [doc_of(nlp, w, t) for w, t, _, _ in TRAIN_DATA]
+    one = [[(tok.head.i, tok.dep_) for tok in nlp(doc_of(nlp, w, t))] for w, t, _, _ in TRAIN_DATA]
+    assert [[(tok.head.i, tok.dep_) for tok in d] for d in nlp.pipe(docs)] == one
+    assert [[h for h, _ in p] for p in one] == [h for _, _, h, _ in TRAIN_DATA]
+    other, _ = make(config)
+    other.from_bytes(nlp.to_bytes())
+    assert numpy.array_equal(other.get_pipe("structperc_parser").model.casing.keys, table.keys)
+    assert [[(tok.head.i, tok.dep_) for tok in d] for d in other.pipe(docs)] == one
