@@ -8,15 +8,14 @@ import pickle
 import numpy
 import pytest
 import spacy
-import srsly
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from spacy.strings import hash_string
-from spacy.training import Example
 
 from spacy_structperc import model as model_module
 from spacy_structperc.atoms import CASE_SHARE_BINS, AtomExtractor, CasingTable, _h, casing_code, casing_key
 from spacy_structperc.model import pack_model_msg
+from test_tagger import _model_msg, _with_model, train
 
 # Cased words and their natural log probabilities, as lexeme_prob has them.
 PROBS = {"Bush": -10.0, "bush": -11.0, "the": -3.5, "The": -5.9, "LEEDS": -16.0, "Leeds": -13.7,
@@ -125,10 +124,7 @@ def casing_nlp():
 @pytest.fixture
 def trained(lookups):
     nlp = casing_nlp()
-    examples = [Example.from_dict(nlp.make_doc(t), {"tags": tags}) for t, tags in TRAIN]
-    nlp.initialize(lambda: examples)
-    for _ in range(10):
-        nlp.update(examples)
+    train(nlp, [(text, {"tags": tags}) for text, tags in TRAIN], n_iter=10)
     return nlp
 
 
@@ -149,26 +145,17 @@ def test_the_table_is_saved_with_the_model_and_read_back(trained, tmp_path, monk
     assert [[t.tag_ for t in trained(text)] for text in TEXTS] == expected
 
 
-def _model_msg(nlp):
-    return srsly.msgpack_loads(srsly.msgpack_loads(nlp.get_pipe("structperc_tagger").to_bytes())["model"])
-
-
-def _with_model(nlp, msg):
-    outer = srsly.msgpack_loads(nlp.get_pipe("structperc_tagger").to_bytes())
-    outer["model"] = pack_model_msg(msg)
-    return srsly.msgpack_dumps(outer)
-
-
 @pytest.mark.parametrize("damage", ["missing", "short", "out-of-range"])
 def test_a_damaged_or_missing_table_is_refused(trained, damage):
-    msg = _model_msg(trained)
+    tagger = trained.get_pipe("structperc_tagger")
+    msg = _model_msg(tagger)
     codes = msg["casing_codes"]
     msg.update({"missing": {"casing_keys": b"", "casing_codes": b""},
                 "short": {"casing_codes": codes[:-1]},
                 "out-of-range": {"casing_codes": bytes([16]) + codes[1:]}}[damage])
     fresh = casing_nlp()
-    fresh.get_pipe("structperc_tagger").from_bytes(trained.get_pipe("structperc_tagger").to_bytes())
+    fresh.get_pipe("structperc_tagger").from_bytes(tagger.to_bytes())
     before = tags_of(fresh)
     with pytest.raises(ValueError, match="S006"):
-        fresh.get_pipe("structperc_tagger").from_bytes(_with_model(trained, msg))
+        fresh.get_pipe("structperc_tagger").from_bytes(_with_model(tagger, pack_model_msg(msg)))
     assert tags_of(fresh) == before   # the component is left as it was
