@@ -14,6 +14,7 @@ from spacy.tokens import Doc
 
 from . import docarrays
 from ._core.atoms import AtomTable
+from ._core.occurrences import first_occurrences, value_sets
 from .errors import Errors
 
 
@@ -242,7 +243,6 @@ def context_atoms(values: numpy.ndarray, offsets: numpy.ndarray, names: Sequence
         return [out[name] for name in names]
     lower = values[:, 0]
     lengths = numpy.diff(offsets)
-    doc_of = numpy.repeat(numpy.arange(len(lengths)), lengths)
     first = numpy.zeros((n,), dtype=bool)
     first[offsets[:-1][lengths > 0]] = True
     last = numpy.zeros((n,), dtype=bool)
@@ -253,24 +253,15 @@ def context_atoms(values: numpy.ndarray, offsets: numpy.ndarray, names: Sequence
     upper = values[:, 2] != 0
     bits = numpy.where(upper, 2, numpy.where(values[:, 1] != 0, 1, numpy.where(values[:, 3] != 0, 4, 0)))
     bits[initial] = 0
-    # The tokens of one word in one Doc are a group, in text order within it.
-    order = numpy.lexsort((numpy.arange(n), lower, doc_of))
-    new = numpy.ones((n,), dtype=bool)
-    new[1:] = (doc_of[order][1:] != doc_of[order][:-1]) | (lower[order][1:] != lower[order][:-1])
-    starts = numpy.flatnonzero(new)
-    sizes = numpy.diff(numpy.append(starts, n))
-    group = numpy.empty((n,), dtype=numpy.int64)
-    group[order] = numpy.cumsum(new) - 1
-    counts = numpy.stack([numpy.bincount(group, weights=(bits & b) > 0, minlength=len(starts))
-                          for b in (1, 2, 4)], axis=1)
+    # The tokens of one word in one Doc are a group, named by its first token (in text order).
+    group, second = first_occurrences(numpy.ascontiguousarray(lower, dtype=numpy.uint64),
+                                      numpy.ascontiguousarray(offsets, dtype=numpy.int64))
+    others, _, whole = value_sets(group, bits.astype(numpy.uint64))
     if "dcase" in out:
-        other = counts[group] - numpy.stack([(bits & b) > 0 for b in (1, 2, 4)], axis=1)
-        out["dcase"] = _DCASE[(other > 0) @ numpy.array([1, 2, 4])]
+        out["dcase"] = _DCASE[others.astype(numpy.int64)]
     # The first other occurrence of each token's word (the second for the first), if any.
-    first_of = order[starts][group]
-    second_of = numpy.where(sizes > 1, order[numpy.minimum(starts + 1, n - 1)], -1)[group]
-    other = numpy.where(first_of != numpy.arange(n), first_of, second_of)
-    capitalised = (counts[:, 0] + counts[:, 1] > 0)[group]
+    other = numpy.where(group != numpy.arange(n), group, second[group])
+    capitalised = (whole & numpy.uint64(3)) != 0
     has = (other >= 0) & capitalised
     o = other[has]
     for name, step, edge in (("dprev", -1, first), ("dnext", 1, last)):

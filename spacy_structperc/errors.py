@@ -283,6 +283,9 @@ class Errors(metaclass=ErrorsWithCodes):
             "package '{package}' at initialization ({reason}). Install the optional extra: "
             "`pip install -e \".[gazetteers]\"` from the checkout, or remove '{source}' from "
             "components.{name}.gazetteers. A trained model carries its lists and needs neither.")
+    S406 = ("Component '{name}' has {n} entity types and two_stage = true; the two-stage atoms "
+            "hold the types of a word's other occurrences as a set of at most 62. Set "
+            "components.{name}.two_stage = false, or merge types.")
     S405 = ("The saved model of component '{name}' has gazetteer features but no gazetteer block "
             "({reason}). Save and load the whole component directory, or retrain.")
 

@@ -49,11 +49,37 @@ def prefix_hashes(const uint64_t[::1] tokens, const int64_t[::1] offsets):
     return out
 
 
+# A bit per 2**-FILTER_BITS of the hash space, set where some prefix of an entry hashes: most
+# tokens start no entry, and one bit tells so without bisecting the prefix table.
+cdef enum:
+    FILTER_BITS = 17
+FILTER_WORDS = (1 << FILTER_BITS) // 64
+
+
+cdef inline uint64_t _filter_bit(uint64_t h) noexcept nogil:
+    return (h * 0x9E3779B97F4A7C15ULL) >> (64 - FILTER_BITS)
+
+
+def prefix_filter(const uint64_t[::1] prefixes):
+    """The bitmap `scan` tests before bisecting `prefixes`: bit _filter_bit(h) is set for
+    every prefix hash h."""
+    out = numpy.zeros((FILTER_WORDS,), dtype=numpy.uint64)
+    cdef uint64_t[::1] o = out
+    cdef Py_ssize_t i
+    cdef uint64_t bit
+    for i in range(prefixes.shape[0]):
+        bit = _filter_bit(prefixes[i])
+        o[bit >> 6] |= (<uint64_t>1) << (bit & 63)
+    return out
+
+
 cdef Py_ssize_t _scan(const uint64_t[::1] words, const int64_t[::1] seg_end, int max_length,
                       const uint64_t[::1] prefixes, const uint64_t[::1] entries,
+                      const uint64_t[::1] bitmap, Py_ssize_t capacity,
                       int64_t* starts, int64_t* ends, int64_t* ids) noexcept nogil:
+    """Writes the first `capacity` matches; returns how many there are."""
     cdef Py_ssize_t n = words.shape[0], i, j, stop, where, count = 0
-    cdef uint64_t h
+    cdef uint64_t h, bit
     for i in range(n):
         h = _KEY_SEED
         stop = seg_end[i]
@@ -61,10 +87,13 @@ cdef Py_ssize_t _scan(const uint64_t[::1] words, const int64_t[::1] seg_end, int
             stop = i + max_length
         for j in range(i, stop):
             h = hash_combine(h, words[j])
+            bit = _filter_bit(h)
+            if not (bitmap[bit >> 6] >> (bit & 63)) & 1:
+                break
             if not _contains(prefixes, h, &where):
                 break
             if _contains(entries, h, &where):
-                if starts != NULL:
+                if count < capacity:
                     starts[count] = i
                     ends[count] = j + 1
                     ids[count] = where
@@ -73,21 +102,23 @@ cdef Py_ssize_t _scan(const uint64_t[::1] words, const int64_t[::1] seg_end, int
 
 
 def scan(const uint64_t[::1] words, const int64_t[::1] seg_end, int max_length,
-         const uint64_t[::1] prefixes, const uint64_t[::1] entries):
+         const uint64_t[::1] prefixes, const uint64_t[::1] entries, const uint64_t[::1] bitmap):
     """(starts, ends, entry indices) of every n-gram words[i:j] with j <= seg_end[i] and
     j - i <= max_length whose hash is entries[index] (`entries` sorted, `prefixes` sorted and
-    holding every prefix hash of every entry), in order of i, then j."""
-    cdef Py_ssize_t count
-    with nogil:
-        count = _scan(words, seg_end, max_length, prefixes, entries, NULL, NULL, NULL)
-    starts = numpy.zeros((count,), dtype=numpy.int64)
-    ends = numpy.zeros((count,), dtype=numpy.int64)
-    ids = numpy.zeros((count,), dtype=numpy.int64)
+    holding every prefix hash of every entry, `bitmap` its prefix_filter), in order of i, then j."""
+    cdef Py_ssize_t count, capacity = words.shape[0] + 16
+    starts = numpy.zeros((capacity,), dtype=numpy.int64)
+    ends = numpy.zeros((capacity,), dtype=numpy.int64)
+    ids = numpy.zeros((capacity,), dtype=numpy.int64)
     cdef int64_t[::1] s = starts, e = ends, d = ids
-    if count:
+    with nogil:
+        count = _scan(words, seg_end, max_length, prefixes, entries, bitmap, capacity, &s[0], &e[0], &d[0])
+    if count > capacity:   # more matches than tokens: scan again into arrays that hold them all
+        starts, ends, ids = (numpy.zeros((count,), dtype=numpy.int64) for _ in range(3))
+        s, e, d = starts, ends, ids
         with nogil:
-            _scan(words, seg_end, max_length, prefixes, entries, &s[0], &e[0], &d[0])
-    return starts, ends, ids
+            _scan(words, seg_end, max_length, prefixes, entries, bitmap, count, &s[0], &e[0], &d[0])
+    return starts[:count], ends[:count], ids[:count]
 
 
 def longest(const int64_t[::1] starts, const int64_t[::1] ends, const int64_t[::1] ids,

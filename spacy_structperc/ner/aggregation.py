@@ -15,9 +15,12 @@ from typing import Dict, List, Sequence
 
 import numpy
 
+from .._core.occurrences import first_occurrences, value_sets
 from ..atoms import _h
 
 STAGE_ATOMS = ("agg", "aggp")
+# A set of types and O is a 64-bit mask (below 2**63, as the atom values' tables index it).
+MAX_STAGE_TYPES = 62
 _VALUES: Dict[tuple, int] = {}
 
 
@@ -42,33 +45,15 @@ def stage_atoms(words: numpy.ndarray, classes: numpy.ndarray, offsets: numpy.nda
         return [out[name] for name in names]
     classes = numpy.asarray(classes, dtype=numpy.int64)
     value = numpy.where(classes > 0, (classes - 1) // 2 + 1, 0)   # 0 = O, t + 1 = type t
-    n_values = int(value.max()) + 1
-    lengths = numpy.diff(offsets)
-    doc_of = numpy.repeat(numpy.arange(len(lengths)), lengths)
-    order = numpy.lexsort((numpy.arange(n), words, doc_of))
-    new = numpy.ones((n,), dtype=bool)
-    new[1:] = (doc_of[order][1:] != doc_of[order][:-1]) | (words[order][1:] != words[order][:-1])
-    group_sorted = numpy.cumsum(new) - 1
-    onehot = numpy.zeros((n, n_values), dtype=numpy.int64)
-    onehot[order, value[order]] = 1
-    weights = 1 << numpy.arange(n_values, dtype=numpy.int64)
-    if "agg" in out:
-        n_groups = int(group_sorted[-1]) + 1
-        counts = numpy.bincount(group_sorted * n_values + value[order],
-                                minlength=n_groups * n_values).reshape((n_groups, n_values))
-        group = numpy.empty((n,), dtype=numpy.int64)
-        group[order] = group_sorted
-        masks = ((counts[group] - onehot) > 0) @ weights
-        out["agg"] = _column("agg", _entities(masks) if entities_only else masks)
-    if "aggp" in out:
-        cum = numpy.cumsum(onehot[order], axis=0)
-        starts = numpy.flatnonzero(new)
-        before = numpy.zeros_like(cum)
-        before[1:] = cum[:-1]
-        prev = before - before[starts][group_sorted]   # counts of the group's earlier tokens
-        masks = numpy.empty((n,), dtype=numpy.int64)
-        masks[order] = (prev > 0) @ weights
-        out["aggp"] = _column("aggp", _entities(masks) if entities_only else masks)
+    if int(value.max()) > MAX_STAGE_TYPES:   # the component raises S406 before this
+        raise ValueError(f"stage_atoms: at most {MAX_STAGE_TYPES} types, not {int(value.max())}")
+    group, _ = first_occurrences(numpy.ascontiguousarray(words, dtype=numpy.uint64),
+                                 numpy.ascontiguousarray(offsets, dtype=numpy.int64))
+    others, earlier, _ = value_sets(group, numpy.left_shift(numpy.uint64(1), value.astype(numpy.uint64)))
+    for name, sets in (("agg", others), ("aggp", earlier)):
+        if name in out:
+            masks = sets.astype(numpy.int64)
+            out[name] = _column(name, _entities(masks) if entities_only else masks)
     return [out[name] for name in names]
 
 

@@ -52,7 +52,7 @@ from ..pipeline.bio import BIOLabels, batch_chunks, latent_transitions
 from ..atoms import CONTEXT_ATOMS, check_word_dropout, hide_words, template
 from ..pipeline.sequence import BatchClasses, Prepared, SequenceLabeller, _choice, batch_arrays, batch_windows
 from . import encoding, gazetteers as gaz
-from .aggregation import STAGE_ATOMS, stage_atoms
+from .aggregation import MAX_STAGE_TYPES, STAGE_ATOMS, stage_atoms
 from .model import NerPerceptronModel
 
 GAZETTEER_BLOCK = "gazetteers"
@@ -268,6 +268,8 @@ class LatentEntityRecognizer(BIOLabels, SequenceLabeller):
         `words` (see _words) tells which tokens are the same word (default: atoms')."""
         columns = self.model.atoms.stage_columns
         names = list(columns)
+        if len(self.labels) > MAX_STAGE_TYPES:
+            raise ValueError(Errors.S406.format(name=self.name, n=len(self.labels)))
         if words is None:
             words = self._words(atoms)
         atoms = atoms.copy()

@@ -89,6 +89,7 @@ class Gazetteer:
         self._entry_hashes = numpy.ascontiguousarray(key_hashes[order])
         self._entry_keys = [keys[i] for i in order.tolist()]
         self._prefixes = numpy.unique(prefixes)
+        self._prefix_filter = _gazetteer.prefix_filter(self._prefixes)
         # word -> [(type, position, mask)] for the partial matches
         self._words: Dict[int, List[Tuple[int, int, int]]] = {}
         for key, types_ in entries.items():
@@ -114,13 +115,13 @@ class Gazetteer:
     def _scan(self, lower, starts) -> Tuple[numpy.ndarray, numpy.ndarray, numpy.ndarray]:
         words = numpy.ascontiguousarray(lower, dtype=numpy.uint64)
         n = len(words)
-        seg_starts = numpy.flatnonzero(numpy.asarray(starts, dtype=bool))
-        seg_end = numpy.full((n,), n, dtype=numpy.int64)
-        if len(seg_starts):
-            nxt = numpy.searchsorted(seg_starts, numpy.arange(n), side="right")
-            has = nxt < len(seg_starts)
-            seg_end[has] = seg_starts[nxt[has]]
-        return _gazetteer.scan(words, seg_end, self.max_length, self._prefixes, self._entry_hashes)
+        # Each token's segment ends where the next one starts (the tokens before the first
+        # start, if any, run to the first).
+        opens = numpy.asarray(starts, dtype=bool)
+        bounds = numpy.append(numpy.flatnonzero(opens), n)
+        seg_end = bounds[numpy.cumsum(opens)]
+        return _gazetteer.scan(words, seg_end, self.max_length, self._prefixes, self._entry_hashes,
+                              self._prefix_filter)
 
     def matches(self, lower: Union[Sequence[int], numpy.ndarray], starts: Union[Sequence[bool], numpy.ndarray],
                 fold: Optional[int] = None) -> List[Tuple[int, int, Tuple[int, ...]]]:

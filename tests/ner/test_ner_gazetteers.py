@@ -113,6 +113,16 @@ def test_matching_equals_brute_force_ngram_lookup(case):
         assert column.tolist() == want
 
 
+def test_more_matches_than_tokens_are_all_found():
+    """Every n-gram of a run of one word is an entry: about max_length matches per token, more
+    than the scan's first arrays hold."""
+    g = Gazetteer(["T0"], ["train"], {(1,) * k: {0: ALL_FOLDS} for k in range(1, 5)}, 2, 4)
+    words, starts = [1] * 30, [True] + [False] * 29
+    expected = brute_force_matches(g, words, starts, None)
+    assert len(expected) > len(words) + 16
+    assert sorted(g.matches(words, starts)) == sorted(expected)
+
+
 # Jackknifing ---------------------------------------------------------------------------------
 
 def test_jackknifed_lists_never_contain_a_docs_own_entities():

@@ -205,3 +205,15 @@ def test_aggregate_is_checked_and_old_models_aggregate_every_label(trained, tmp_
     assert fresh.cfg["aggregate"] == "all"
     fresh.from_bytes(data)
     assert fresh.cfg["aggregate"] == "all"
+
+
+def test_two_stage_with_more_types_than_a_set_holds_is_refused():
+    nlp = spacy.blank("en")
+    ner = nlp.add_pipe("structperc_ner", config={"model": WORDS_MODEL, "two_stage": True, "n_latent": 1})
+    for t in range(aggregation.MAX_STAGE_TYPES + 1):
+        ner.add_label(f"T{t}")
+    nlp.initialize()
+    doc = nlp.make_doc("Jordan met Jordan .")
+    with pytest.raises(ValueError, match=r"\[S406\].*structperc_ner.*63 entity types"):
+        nlp(doc)
+    assert not doc.ents
