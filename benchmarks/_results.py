@@ -23,6 +23,39 @@ def make_row(system: str, setting: str, metric: str, value: float, *, dataset: s
             "metric": metric, "value": value}
 
 
+def run_key(row: Dict[str, Any]) -> str:
+    """The key of a row's entry in a results file's ``runs``: its system, setting and dataset."""
+    return f"{row['system']} | {row['setting']} | {row['dataset']}"
+
+
+def merge_runs(old: Dict[str, Any], rows: Sequence[Dict[str, Any]], new_rows: Sequence[Dict[str, Any]],
+               date: str, git: Optional[str]) -> Dict[str, Dict[str, Any]]:
+    """``runs`` after a merge: for each (system, setting, dataset) of ``rows``, the date and git
+    revision of the run that measured it: this run's for the new rows, else the old file's entry
+    (or, in a file from before entries were kept, the old file's own date and revision, which
+    its rows are no newer than)."""
+    old_runs = old.get("runs") or {}
+    fallback = {"date": old.get("date"), "git": old.get("git")}
+    new_keys = {run_key(r) for r in new_rows}
+    runs = {}
+    for r in rows:
+        key = run_key(r)
+        runs[key] = {"date": date, "git": git} if key in new_keys else old_runs.get(key, fallback)
+    return runs
+
+
+def runs_of(data: Dict[str, Any], rows: Optional[Sequence[Dict[str, Any]]] = None) -> List[Dict[str, Any]]:
+    """The distinct runs (date, git) that measured ``rows`` (default: all) of a results file,
+    oldest first; the file's own date and revision where it keeps no ``runs``."""
+    runs = data.get("runs") or {}
+    fallback = {"date": data.get("date"), "git": data.get("git")}
+    seen: Dict[tuple, Dict[str, Any]] = {}
+    for r in data.get("rows", []) if rows is None else rows:
+        run = runs.get(run_key(r), fallback)
+        seen.setdefault((str(run.get("date") or "")[:10], run.get("git") or ""), run)
+    return [seen[k] for k in sorted(seen)]
+
+
 def load_results(path: Path) -> Dict[str, Any]:
     path = Path(path)
     if path.exists():
@@ -112,7 +145,8 @@ def save_results(path: Path, component: str, new_rows: Sequence[Dict[str, Any]],
     (and any with a new row's key) give way to ``new_rows``, old details that ``drop_detail``
     selects are dropped and ``details`` added; the run's ``settings`` (command, notes, ...),
     machine, date and git revision replace the file's, and the run's errors are kept as
-    ``errors_last_run``. Nothing is written when the run made no rows."""
+    ``errors_last_run``; ``runs`` says which run measured each (system, setting, dataset).
+    Nothing is written when the run made no rows."""
     if not new_rows:
         return
     with locked(path):
@@ -122,7 +156,9 @@ def save_results(path: Path, component: str, new_rows: Sequence[Dict[str, Any]],
                        if drop_detail is None or not drop_detail(k)}
         all_details.update(details)
         extra = {k: v for k, v in old.items() if k not in ("component", "rows", "details", "errors_last_run")}
-        extra.update(settings, machine=machine_info(), date=now_iso(), git=git_revision(), details=all_details)
+        date, git = now_iso(), git_revision()
+        extra.update(settings, machine=machine_info(), date=date, git=git, details=all_details,
+                     runs=merge_runs(old, rows, new_rows, date, git))
         if errors:
             extra["errors_last_run"] = errors
         write_results(path, component, rows, **extra)

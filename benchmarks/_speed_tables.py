@@ -5,9 +5,22 @@ figures from ``speed_baseline.json`` (before the speed work) beside them when it
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
-from _tables import format_value
+from _results import run_key, runs_of
+from _tables import format_value, run_label
+
+
+def _tasks_of(data: Dict[str, Any], run: Dict[str, Any]) -> List[str]:
+    """The tasks (and trainings) whose rows of ours the run measured, in the file's order."""
+    runs = data.get("runs") or {}
+    out: List[str] = []
+    for r in data.get("rows", []):
+        if r["system"] == "structperc" and runs.get(run_key(r)) == run:
+            task = r["setting"].replace(" (ours)", "")
+            if task not in out:
+                out.append(task)
+    return out
 
 SPEED_TASKS = ["tagger", "tagger+parser", "chunker (with tagger)", "ner (with tagger)", "pipeline_en"]
 ACCURACY = {"tagger": "tag_acc", "tagger+parser": "dep_las", "chunker (with tagger)": "chunks_f",
@@ -108,7 +121,12 @@ def build_speed_table(data: Dict[str, Any], baseline: Optional[Dict[str, Any]] =
                      "decode cold / cached: the decode of the first ten sentences right after the rest "
                      "of the split / back to back, everything they read then in the CPU's caches (a floor "
                      "for memory-layout work).</sub>")
-    info = [data.get("code") or "", str(data.get("date", ""))[:10]]
+    runs = runs_of(data)
+    if len(runs) > 1:
+        # Which run timed each task (its rows of ours: the peer's come from the same run).
+        info = ["; ".join(f"{run_label(run)}: " + ", ".join(_tasks_of(data, run)) for run in runs)]
+    else:
+        info = [data.get("code") or "", str(data.get("date", ""))[:10]]
     machine = data.get("machine") or {}
     if machine.get("cpu"):
         info.append(f"{machine['cpu']}, {machine.get('cpu_count')} cores (shared)")

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from _results import runs_of
+
 # Known metrics: column header and formatter. Others are shown as they come, after these.
 METRICS: Dict[str, Tuple[str, Any]] = {
     "tag_acc": ("XPOS acc.", lambda v: f"{100 * v:.2f}"),
@@ -294,6 +296,11 @@ def _build_main_table(data: Dict[str, Any], split: str = "test", rows: Optional[
     return "\n".join(lines)
 
 
+def run_label(run: Dict[str, Any]) -> str:
+    """A run as a footnote names it: its date and git revision."""
+    return ", ".join(b for b in (str(run.get("date") or "")[:10], str(run.get("git") or "").replace("git ", "")) if b)
+
+
 def _foot(data: Dict[str, Any], split: str, datasets: Sequence[str]) -> str:
     """The line under a results file's table: split, machine, date, where it comes from."""
     component = data.get("component", "")
@@ -306,7 +313,10 @@ def _foot(data: Dict[str, Any], split: str, datasets: Sequence[str]) -> str:
                 else None, f"Python {machine['python']}" if machine.get("python") else None,
                 f"spaCy {machine['spacy']}" if machine.get("spacy") else None]
         foot.append(", ".join(b for b in bits if b))
-    if data.get("date"):
+    runs = runs_of(data)
+    if len(runs) > 1:
+        foot.append(f"rows from {len(runs)} runs: " + ", ".join(run_label(run) for run in runs))
+    elif data.get("date"):
         foot.append(str(data["date"])[:10])
     if data.get("quick"):
         foot.append("QUICK SMOKE RUN, not real figures")
@@ -398,6 +408,7 @@ def build_summary_table(results: Dict[str, Any], summary: Sequence[Dict[str, Any
     lines = ["| component | writes | method | test score: ours / spaCy | best published | "
              "words/s: ours / spaCy |", "|---|---|---|---|---|---|"]
     used: Dict[str, Dict[str, Any]] = {}
+    picked: List[Dict[str, Any]] = []   # the rows' identities (file, system, setting, dataset)
     notes: List[str] = []
     for spec in summary:
         ours, o_src = _first(results, spec["ours"], spec["metrics"], split)
@@ -413,6 +424,7 @@ def build_summary_table(results: Dict[str, Any], summary: Sequence[Dict[str, Any
             published = published.replace("{" + key + "}", f"{100 * hit[0][0]:.2f}" if hit else "–")
             if hit:
                 used.setdefault(hit[1]["file"], results[hit[1]["file"]])
+                picked.append(hit[1])
         wps = "–"
         if spec["wps"]:
             o = _source_values(results, spec["wps"][0], ["wps"], split)
@@ -420,13 +432,16 @@ def build_summary_table(results: Dict[str, Any], summary: Sequence[Dict[str, Any
             if o:
                 wps = f"{o[0][0]:,.0f} / " + (f"{p[0][0]:,.0f} ({o[0][0] / p[0][0]:.0f}x)" if p else "–")
                 used.setdefault(o[1]["file"], results[o[1]["file"]])
+                picked.append(o[1])
         lines.append(f"| {spec['name']} | {spec['writes']} | {spec['paper'] or '–'} | {score} | "
                      f"{published or '–'} | {wps} |")
         if o_src:
             used.setdefault(o_src["file"], results[o_src["file"]])
+            picked.append(o_src)
             note = f"{spec['writes'].split(' (')[0]}: ours `{o_src['file']}.json` ({o_src['setting']})"
             if p_src:
                 used.setdefault(p_src["file"], results[p_src["file"]])
+                picked.append(p_src)
                 note += f", spaCy `{p_src['file']}.json` ({p_src['setting']})"
             notes.append(note)
     if not notes:
@@ -434,8 +449,9 @@ def build_summary_table(results: Dict[str, Any], summary: Sequence[Dict[str, Any
     runs = []
     for name in sorted(used):
         data = used[name]
-        bits = [str(data.get("date", ""))[:10], str(data.get("git") or "").replace("git ", "")]
-        runs.append(f"`{name}.json` " + ", ".join(b for b in bits if b))
+        ids = {(p["system"], p["setting"], p["dataset"]) for p in picked if p["file"] == name}
+        rows = [r for r in data.get("rows", []) if (r["system"], r["setting"], r["dataset"]) in ids]
+        runs.append(f"`{name}.json` " + " and ".join(run_label(run) for run in runs_of(data, rows)))
     lines.append("")
     lines.append(f"<sub>{split} splits; accuracies in %; words/s of `nlp.pipe` in one process, the chunker "
                  f"and NER behind our tagger. Sources: {'; '.join(notes)}. Runs: {'; '.join(runs)}. "

@@ -61,3 +61,28 @@ def test_the_results_writer_makes_paths_relative(tmp_path, monkeypatch):
                                "--paths.train ../shared/data/ud_en_ewt/train.spacy")
     assert data["details"] == {"benchmarks/.work/run": {"log": "<tmp>/run/train.log"}}
     assert data["rows"] == [row]
+
+
+def test_a_merged_results_file_says_which_run_measured_each_row(tmp_path, monkeypatch):
+    """A run that re-measures some settings keeps the others' runs: footnotes name every run
+    whose rows a table shows, not only the last."""
+    monkeypatch.syspath_prepend(str(REPO_ROOT / "benchmarks"))
+    results = importlib.import_module("_results")
+    tables = importlib.import_module("_tables")
+    path = tmp_path / "x.json"
+    row = lambda setting, value: results.make_row("ours", setting, "tag_acc", value, dataset="d")
+    # A file from before runs were kept: its rows are the old file's date and revision.
+    results.write_results(path, "x", [row("a", 0.1), row("b", 0.2)], date="2026-01-01T00:00:00", git="aaa")
+    monkeypatch.setattr(results, "now_iso", lambda: "2026-02-02T00:00:00")
+    monkeypatch.setattr(results, "git_revision", lambda: "bbb")
+    results.save_results(path, "x", [row("b", 0.3)], {}, replace=lambda r: False, errors={})
+    data = json.loads(path.read_text())
+    assert data["runs"] == {"ours | a | d": {"date": "2026-01-01T00:00:00", "git": "aaa"},
+                            "ours | b | d": {"date": "2026-02-02T00:00:00", "git": "bbb"}}
+    assert [tables.run_label(r) for r in results.runs_of(data)] == ["2026-01-01, aaa", "2026-02-02, bbb"]
+    assert [tables.run_label(r) for r in results.runs_of(data, [row("a", 0.1)])] == ["2026-01-01, aaa"]
+    # The next run of "a" keeps b's entry.
+    monkeypatch.setattr(results, "git_revision", lambda: "ccc")
+    results.save_results(path, "x", [row("a", 0.4)], {}, replace=lambda r: False, errors={})
+    data = json.loads(path.read_text())
+    assert data["runs"]["ours | a | d"]["git"] == "ccc" and data["runs"]["ours | b | d"]["git"] == "bbb"
