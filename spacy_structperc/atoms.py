@@ -402,6 +402,20 @@ def template(name: str, *parts) -> dict:
     return {"name": name, "parts": [list(p) for p in parts]}
 
 
+def leave_out(templates: List[dict], names: Iterable[str], where: str) -> List[dict]:
+    """`templates` without those named in `names` (a feature set's `leave_out`, `where` naming it
+    in errors): S020 when a name is none of theirs, so that a misspelt name cannot leave a
+    template in silently."""
+    names = list(names)
+    known = [t["name"] for t in templates]
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise ValueError(Errors.S020.format(where=where, names=", ".join(map(repr, unknown)),
+                                            known=", ".join(known)))
+    drop = set(names)
+    return [t for t in templates if t["name"] not in drop]
+
+
 def uses_clusters(atom_names: Iterable[str]) -> bool:
     return any(name in CLUSTER_ATOMS for name in atom_names)
 

@@ -49,6 +49,8 @@ class Errors(metaclass=ErrorsWithCodes):
             "universal POS in the training data) or \"predict\" (a second pass predicts it among "
             "the universal POS the tag was seen with); got {value!r}. It applies with attr = \"tag\".")
     # NER corpus readers and conversion (S030-S039), synthetic latent data (S040-S049)
+    S020 = ("{where} has no template named {names}, so it cannot leave them out; its templates "
+            "are: {known}.")
     S030 = ("{path}, line {line}: expected 'word POS chunk NER' (four fields separated by "
             "whitespace, NER tag O, B-TYPE or I-TYPE), got {text!r}. Fix or remove the line.")
     S031 = ("{path}, line {line}: expected 'token<TAB>tag' (or whitespace-separated fields with "

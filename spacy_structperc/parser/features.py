@@ -9,6 +9,7 @@ from typing import List, Sequence
 
 from spacy.util import registry
 
+from ..atoms import leave_out as without_templates
 from ..atoms import template
 
 
@@ -222,7 +223,8 @@ def parser_atoms(templates: Sequence[dict]) -> List[str]:
 def parser_features(word: str = "lower", third_order: bool = True, valency: bool = True,
                     distance: bool = True, queue: int = 3, clusters: bool = False,
                     arc_hybrid: bool = False, upos: bool = False, label_sets: bool = False,
-                    cluster_pairs: bool = False, boundary: bool = False, casing: bool = False) -> List[dict]:
+                    cluster_pairs: bool = False, boundary: bool = False, casing: bool = False,
+                    leave_out: Sequence[str] = ()) -> List[dict]:
     """Zhang & Nivre (2011) templates for arc-standard parsing: words and tags of s0-s2 and
     q0-q2, children of s0 and s1 with their labels, distance and valency. Tags are read from
     token.tag_, so an upstream tagger (or gold tags) must set them.
@@ -234,6 +236,11 @@ def parser_features(word: str = "lower", third_order: bool = True, valency: bool
     label_sets: the label sets of s0's and s1's children (Zhang & Nivre 2011).
     cluster_pairs: with clusters, Koo et al. (2008)'s cluster-prefix pairs along candidate arcs.
     boundary: the word and tag before the buffer's front and q0's shape, for where sentences end.
+    casing: q0's capital share in general text (atoms.CASING_ATOMS) with its shape and tag, the
+    word before it and s0's tag: whether a capital starts a sentence or a name.
+    leave_out: names of templates to leave out of the set (S020 for a name it does not have):
+    feature selection, as configs/parser.cfg does.
     """
-    return parser_templates(word, third_order, valency, distance, queue, clusters, arc_hybrid, upos,
-                            label_sets, cluster_pairs, boundary, casing)
+    return without_templates(parser_templates(word, third_order, valency, distance, queue, clusters,
+                                              arc_hybrid, upos, label_sets, cluster_pairs, boundary, casing),
+                             leave_out, "spacy-structperc.parser_features.v1")

@@ -2,8 +2,11 @@
 import itertools
 import math
 
+from pathlib import Path
+
 import numpy
 import pytest
+from spacy.util import load_config, registry
 
 from spacy_structperc._core import beam, lookahead
 from spacy_structperc._core.arcstandard import ArcStandardSystem, ParseTemplates
@@ -21,8 +24,12 @@ BOUNDARY_ATOMS = parser_atoms(BOUNDARY_SPECS)
 # And with the casing templates, which read q0 with s0's tag and q-1's word.
 CASING_SPECS = parser_templates(boundary=True, casing=True)
 CASING_ATOMS = parser_atoms(CASING_SPECS)
+# And the set configs/parser.cfg resolves to (its leave_out included).
+_CONFIG = load_config(Path(__file__).resolve().parents[2] / "configs" / "parser.cfg")
+CONFIG_SPECS = registry.resolve({"features": _CONFIG["components"]["parser"]["model"]["features"]})["features"]
 FEATURE_SETS = {"plain": (SPECS, ATOMS), "boundary": (BOUNDARY_SPECS, BOUNDARY_ATOMS),
-                "boundary and casing": (CASING_SPECS, CASING_ATOMS)}
+                "boundary and casing": (CASING_SPECS, CASING_ATOMS),
+                "parser.cfg": (CONFIG_SPECS, parser_atoms(CONFIG_SPECS))}
 
 
 def make_system(n_labels=2, label_candidates=0, specs=SPECS, atoms=ATOMS):

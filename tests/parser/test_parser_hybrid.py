@@ -210,3 +210,22 @@ def test_casing_features_read_how_q0_is_cased_in_general_text():
     other.from_bytes(nlp.to_bytes())
     assert numpy.array_equal(other.get_pipe("structperc_parser").model.casing.keys, table.keys)
     assert [[(tok.head.i, tok.dep_) for tok in d] for d in other.pipe(docs)] == one
+
+
+def test_leave_out_drops_the_named_templates_and_refuses_unknown_names():
+    """parser_features.v1's leave_out (feature selection, as configs/parser.cfg uses it): the
+    named templates go, the rest keep their order; a name the set lacks is S020, so a misspelt
+    name cannot leave a template in silently. A parser with the smaller set learns the trees."""
+    from spacy_structperc.parser.features import parser_features
+    full = parser_features(boundary=True, casing=True)
+    names = [full[3]["name"], full[40]["name"]]
+    assert parser_features(boundary=True, casing=True, leave_out=names) == \
+        [t for t in full if t["name"] not in names]
+    with pytest.raises(ValueError, match=r"\[S020\].*parser_features.*'s9w'"):
+        parser_features(leave_out=["s0w", "s9w"])
+    config = {"model": {"@architectures": "spacy-structperc.ParserPerceptron.v1",
+                        "features": {"@misc": "spacy-structperc.parser_features.v1", "leave_out": names}}}
+    nlp, parser = train(config, epochs=30)
+    assert not set(names) & {t["name"] for t in parser.model.template_specs}
+    assert [[tok.head.i for tok in nlp(doc_of(nlp, w, t))] for w, t, _, _ in TRAIN_DATA] == \
+        [h for _, _, h, _ in TRAIN_DATA]
