@@ -33,9 +33,9 @@ def merge_runs(old: Dict[str, Any], rows: Sequence[Dict[str, Any]], new_rows: Se
     """``runs`` after a merge: for each (system, setting, dataset) of ``rows``, the date and git
     revision of the run that measured it: this run's for the new rows, else the old file's entry
     (or, in a file from before entries were kept, the old file's own date and revision, which
-    its rows are no newer than)."""
+    its rows are no newer than: marked "up_to")."""
     old_runs = old.get("runs") or {}
-    fallback = {"date": old.get("date"), "git": old.get("git")}
+    fallback = {"date": old.get("date"), "git": old.get("git"), "up_to": True}
     new_keys = {run_key(r) for r in new_rows}
     runs = {}
     for r in rows:
@@ -52,7 +52,7 @@ def runs_of(data: Dict[str, Any], rows: Optional[Sequence[Dict[str, Any]]] = Non
     seen: Dict[tuple, Dict[str, Any]] = {}
     for r in data.get("rows", []) if rows is None else rows:
         run = runs.get(run_key(r), fallback)
-        seen.setdefault((str(run.get("date") or "")[:10], run.get("git") or ""), run)
+        seen.setdefault((str(run.get("date") or "")[:10], run.get("git") or "", bool(run.get("up_to"))), run)
     return [seen[k] for k in sorted(seen)]
 
 

@@ -297,8 +297,10 @@ def _build_main_table(data: Dict[str, Any], split: str = "test", rows: Optional[
 
 
 def run_label(run: Dict[str, Any]) -> str:
-    """A run as a footnote names it: its date and git revision."""
-    return ", ".join(b for b in (str(run.get("date") or "")[:10], str(run.get("git") or "").replace("git ", "")) if b)
+    """A run as a footnote names it: its date and git revision ("up to" them for rows kept from
+    before a file recorded its runs)."""
+    label = ", ".join(b for b in (str(run.get("date") or "")[:10], str(run.get("git") or "").replace("git ", "")) if b)
+    return f"up to {label}" if run.get("up_to") and label else label
 
 
 def _foot(data: Dict[str, Any], split: str, datasets: Sequence[str]) -> str:

@@ -77,10 +77,10 @@ def test_a_merged_results_file_says_which_run_measured_each_row(tmp_path, monkey
     monkeypatch.setattr(results, "git_revision", lambda: "bbb")
     results.save_results(path, "x", [row("b", 0.3)], {}, replace=lambda r: False, errors={})
     data = json.loads(path.read_text())
-    assert data["runs"] == {"ours | a | d": {"date": "2026-01-01T00:00:00", "git": "aaa"},
+    assert data["runs"] == {"ours | a | d": {"date": "2026-01-01T00:00:00", "git": "aaa", "up_to": True},
                             "ours | b | d": {"date": "2026-02-02T00:00:00", "git": "bbb"}}
-    assert [tables.run_label(r) for r in results.runs_of(data)] == ["2026-01-01, aaa", "2026-02-02, bbb"]
-    assert [tables.run_label(r) for r in results.runs_of(data, [row("a", 0.1)])] == ["2026-01-01, aaa"]
+    assert [tables.run_label(r) for r in results.runs_of(data)] == ["up to 2026-01-01, aaa", "2026-02-02, bbb"]
+    assert [tables.run_label(r) for r in results.runs_of(data, [row("a", 0.1)])] == ["up to 2026-01-01, aaa"]
     # The next run of "a" keeps b's entry.
     monkeypatch.setattr(results, "git_revision", lambda: "ccc")
     results.save_results(path, "x", [row("a", 0.4)], {}, replace=lambda r: False, errors={})
