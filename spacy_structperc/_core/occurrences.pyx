@@ -12,15 +12,7 @@ in its batch.
 from libc.stdint cimport uint64_t, int64_t
 import numpy
 
-
-cdef inline uint64_t _mix(uint64_t x) noexcept nogil:
-    # splitmix64's finaliser: word hashes are already spread, but 0 and small ids are not.
-    x ^= x >> 30
-    x *= 0xbf58476d1ce4e5b9ULL
-    x ^= x >> 27
-    x *= 0x94d049bb133111ebULL
-    x ^= x >> 31
-    return x
+from .templates cimport mix64
 
 
 def first_occurrences(const uint64_t[::1] words, const int64_t[::1] offsets):
@@ -53,7 +45,7 @@ def first_occurrences(const uint64_t[::1] words, const int64_t[::1] offsets):
                 cap *= 2
             mask = cap - 1
             for i in range(start, end):
-                slot = _mix(words[i]) & mask
+                slot = mix64(words[i]) & mask
                 while True:
                     at = slots[slot]
                     if at < 0:
