@@ -65,6 +65,16 @@ SETTINGS: Dict[str, Tuple[bool, List[str]]] = {
 # Word dropout: configs/ner.cfg with a share of the training tokens' words hidden at every pass.
 for _p in ("0.05", "0.1", "0.2", "0.3"):
     SETTINGS[f"new default, word dropout {_p}"] = (True, ["--components.ner.word_dropout", _p])
+# Feature selection: configs/ner.cfg without templates whose weights, set aside one at a time when
+# a trained model decoded eng.testa, raised its F1 (docs/ner.md, "What we tried").
+LEAVE_OUT = {
+    "POS and shape n-grams": ["label:p-2,p-1", "label:p-1,p0", "label:p-2,p-1,p0", "label:sh-2,sh-1"],
+    "8 templates": ["label:p-2,p-1", "label:p-1,p0", "label:p-2,p-1,p0", "label:sh-2,sh-1",
+                    "label:c6-1", "label:c10_0", "label:c20_0", "label:cluster_0"],
+}
+for _name, _names in LEAVE_OUT.items():
+    SETTINGS[f"new default, leave out {_name}"] = (True, ["--components.ner.model.features.leave_out",
+                                                          json.dumps(_names)])
 SPLITS = {"dev": "eng.testa", "test": "eng.testb"}
 
 # Besides spaCy's scores, F1 over the entities whose text is no training entity's (gold and

@@ -3,10 +3,11 @@
 The atoms the templates read are defined in spacy_structperc/atoms.py; the C code that hashes the
 templates per token is spacy_structperc/_core/templates.pyx.
 """
-from typing import List
+from typing import List, Sequence
 
 from spacy.util import registry
 
+from ..atoms import leave_out as without_templates
 from ..atoms import template, word_and_pos_window
 from ..errors import Errors
 
@@ -104,7 +105,8 @@ def _ner_node_templates(pos: bool, window: int, affixes: int, clusters: bool, co
 @registry.misc("spacy-structperc.ner_features.v1")
 def ner_features(pos: bool = True, window: int = 2, affixes: int = 4, clusters: bool = False,
                  history: int = 1, latent: str = "all", label_level: bool = False,
-                 context: bool = False, document: bool = False, casing: bool = False) -> List[dict]:
+                 context: bool = False, document: bool = False, casing: bool = False,
+                 leave_out: Sequence[str] = ()) -> List[dict]:
     """Word, POS, orthography, affix and latent-state templates for NER (sun2009 Table 1).
 
     pos: read token.tag_; false works from words alone. history: 1 = latent-state bigrams
@@ -116,6 +118,9 @@ def ner_features(pos: bool = True, window: int = 2, affixes: int = 4, clusters: 
     document: add what the word's other occurrences in the Doc say (case, neighbours).
     casing: add how the word and its neighbours are cased, and how frequent the word is, in
     general text (spacy-lookups-data's word frequencies, saved with the model).
+    leave_out: names of templates to leave out of the set (S020 for a name it does not have).
+    The component's gazetteer and two-stage templates are not in this set.
     """
-    return ner_templates(pos, window, affixes, clusters, history, latent, label_level, context,
-                         document, casing)
+    return without_templates(ner_templates(pos, window, affixes, clusters, history, latent, label_level,
+                                           context, document, casing),
+                             leave_out, "spacy-structperc.ner_features.v1")

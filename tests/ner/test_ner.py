@@ -81,6 +81,25 @@ def test_label_level_and_core_latent_features_overfit_too():
         assert ents_of(nlp(text)) == ents
 
 
+def test_leave_out_drops_the_named_templates_and_refuses_unknown_names():
+    """ner_features.v1's leave_out (as parser_features.v1's): the named templates go, the rest
+    keep their order; a name the set lacks is S020. A model with the smaller set still learns."""
+    from spacy_structperc.ner.features import ner_features
+    full = ner_features(pos=False, latent="core", label_level=True)
+    names = [full[2]["name"], full[12]["name"]]
+    assert ner_features(pos=False, latent="core", label_level=True, leave_out=names) == \
+        [t for t in full if t["name"] not in names]
+    with pytest.raises(ValueError, match=r"\[S020\].*ner_features.*'w9'"):
+        ner_features(pos=False, leave_out=["w0", "w9"])
+    model = {"@architectures": "spacy-structperc.AveragedPerceptron.v1",
+             "features": {"@misc": "spacy-structperc.ner_features.v1", "pos": False,
+                          "latent": "core", "label_level": True, "leave_out": names}}
+    nlp = train(make_nlp(model=model))
+    assert not set(names) & {t["name"] for t in nlp.get_pipe("structperc_ner").model.template_specs}
+    for text, ents in TRAIN_DATA:
+        assert ents_of(nlp(text)) == ents
+
+
 def test_modified_averaging_resets_exactly_every_k_epochs():
     nlp = make_nlp(reset_every=3)
     examples = examples_of(nlp)
