@@ -74,6 +74,7 @@ cdef class ArcStandardSystem(TransitionSystem):
     cdef public bint complete_gold   # score(): only the oracle's action where it knows one
     cdef bint partial_gold           # some gold head is unknown (-2)
     cdef public bint keep_gold_arcs  # training with exploration: label pruning keeps a gold arc (_gold_arc)
+    cdef public weight_t break_bias  # added to BREAK's score where it is valid, without gold
     cdef object _allowed
     cdef const hash_t* allowed     # sorted keys updates may touch; NULL: all
     cdef Py_ssize_t n_allowed

@@ -31,6 +31,7 @@ class ArcStandardSystem(TransitionSystem):
     has_gold: bool
     hybrid: bool
     eager_break: bool
+    break_bias: float
     complete_gold: bool
     def __init__(self, templates: ParseTemplates, weights: AveragedWeights, n_labels: int,
                  label_candidates: int = ..., system: str = ...) -> None: ...

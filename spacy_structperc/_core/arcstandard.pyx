@@ -620,6 +620,8 @@ cdef class ArcStandardSystem(TransitionSystem):
             scores[SHIFT] = -INFINITY
         if not self.is_valid(state, BREAK):
             scores[BREAK] = -INFINITY
+        elif not self.has_gold:
+            scores[BREAK] += self.break_bias
         if not left_ok:
             for a in range(N_FIXED_ACTIONS, self.n_actions, 2):
                 scores[a] = -INFINITY

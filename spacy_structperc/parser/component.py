@@ -23,6 +23,7 @@ reference's tags, so a parser trained alone on a corpus with gold tags works; pu
 it (and in `[training] annotating_components`) to train on predicted tags, as configs/parser.cfg
 does.
 """
+import math
 from collections import Counter
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
@@ -165,7 +166,8 @@ class StructuredParser(PerceptronPipe):
                  min_label_freq: int = 10, min_feature_freq: int = 2, root_label: str = "ROOT",
                  scorer=None, reranker: Optional[dict] = None,
                  transition_system: str = "arc-standard", oracle: str = "static",
-                 explore: float = 0.0, explore_after: int = 0, word_dropout: float = 0.0):
+                 explore: float = 0.0, explore_after: int = 0, word_dropout: float = 0.0,
+                 break_bias: float = 0.0):
         _choice(name, "decoder", decoder, DECODERS)
         _choice(name, "transition_system", transition_system, SYSTEMS)
         _choice(name, "oracle", oracle, ORACLES)
@@ -188,6 +190,10 @@ class StructuredParser(PerceptronPipe):
                                                     requirement=f"an integer >= {low}"))
         if not margin >= 0:
             raise ValueError(Errors.S012.format(setting="margin", name=name, value=margin, requirement=">= 0"))
+        if not (isinstance(break_bias, (int, float)) and not isinstance(break_bias, bool)
+                and math.isfinite(break_bias)):
+            raise ValueError(Errors.S012.format(setting="break_bias", name=name, value=break_bias,
+                                                requirement="a finite number"))
         if not isinstance(root_label, str) or not root_label:
             raise ValueError(Errors.S012.format(setting="root_label", name=name, value=root_label,
                                                 requirement="a non-empty string"))
@@ -198,7 +204,8 @@ class StructuredParser(PerceptronPipe):
                          min_label_freq=min_label_freq, min_feature_freq=min_feature_freq,
                          root_label=root_label, reranker=reranker,
                          transition_system=transition_system, oracle=oracle, explore=float(explore),
-                         explore_after=explore_after, word_dropout=float(word_dropout))
+                         explore_after=explore_after, word_dropout=float(word_dropout),
+                         break_bias=float(break_bias))
         self._epoch = 0
         self._reset_reranker()
         self._labels_changed()
@@ -352,6 +359,8 @@ class StructuredParser(PerceptronPipe):
         system = ArcStandardSystem(self.model.templates, self.model.weights, len(self.cfg["labels"]),
                                    self.cfg["label_candidates"], self.transition_system)
         system.set_allowed_keys(self.model.allowed_keys)
+        # Pipelines saved before the setting existed have none: 0, as they were trained.
+        system.break_bias = self.cfg.get("break_bias", 0.0)
         return system
 
     def start_epoch(self, epoch: int) -> None:

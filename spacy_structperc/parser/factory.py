@@ -47,6 +47,7 @@ clusters = false
         "explore": 0.0,
         "explore_after": 0,
         "word_dropout": 0.0,
+        "break_bias": 0.0,
         "scorer": {"@scorers": "spacy.parser_scorer.v1"},
     },
     default_score_weights={"dep_uas": 0.5, "dep_las": 0.5, "dep_las_per_type": None,
@@ -58,7 +59,7 @@ def make_parser(nlp: Language, name: str, model: ParserModel, decoder: str, look
                 scorer: Optional[Callable], reranker: Optional[dict] = None,
                 transition_system: str = "arc-standard", oracle: str = "static",
                 explore: float = 0.0, explore_after: int = 0,
-                word_dropout: float = 0.0) -> StructuredParser:
+                word_dropout: float = 0.0, break_bias: float = 0.0) -> StructuredParser:
     """A labelled arc-standard dependency parser writing heads, labels and sentence boundaries.
 
     Boundaries already on the Doc are kept (each sentence is parsed on its own); otherwise the
@@ -90,6 +91,9 @@ def make_parser(nlp: Language, name: str, model: ParserModel, decoder: str, look
     word_dropout: in training only, the share of tokens whose word is hidden from the features,
         drawn anew for every example: the parser learns to attach a word from its tag and cluster,
         as it must for a word it never saw. 0 = off.
+    break_bias: added to the score of ending a sentence (BREAK) wherever the parser may end one,
+        when it parses (not in training): above 0 it ends sentences more readily. It matters only
+        for Docs without sentence boundaries, which the parser splits itself.
     scorer: dep_uas, dep_las, dep_las_per_type and sents_p/r/f (spacy.parser_scorer.v1).
     reranker: optional k-best reranking block (learner, k, kernel, folds, features; collins2001;
         or learner "none" with reverse > 0 and union: a right-to-left model's rescoring, and

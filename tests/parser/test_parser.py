@@ -153,6 +153,41 @@ def test_sentences_are_set_from_the_trees_when_missing():
     assert_tree(doc)
 
 
+@pytest.mark.parametrize("decoder", ["greedy-0", "greedy-1-all-labels", "beam-max-violation"])
+def test_break_bias_sets_how_readily_sentences_end(tmp_path, decoder):
+    data = [(w + w2, t + t2, h + [x + len(w) for x in h2], d + d2)
+            for (w, t, h, d), (w2, t2, h2, d2) in zip(TRAIN_DATA[:3], TRAIN_DATA[1:4])]
+    nlp, parser = train(DECODERS[decoder], epochs=40, data=data)
+    words, tags, heads, deps = data[0]
+
+    def starts(bias, **kwargs):
+        parser.cfg["break_bias"] = bias
+        parser._decoding.invalidate()
+        return [s.start for s in nlp(Doc(nlp.vocab, words=words, tags=tags, **kwargs)).sents]
+
+    assert starts(0.0) == [0, 4]
+    # BREAK is valid wherever one word is on the stack: a huge bias ends a sentence there every
+    # time, so each word is a sentence; a hugely negative one never ends one.
+    assert starts(1e9) == list(range(len(words)))
+    assert starts(-1e9) == [0]
+    # Boundaries already on the Doc are kept whatever the bias.
+    given = [True, False, True] + [False] * (len(words) - 3)
+    assert starts(1e9, sent_starts=given) == [0, 2]
+    # It is a setting of the pipe: saved and loaded with it.
+    parser.cfg["break_bias"] = -1e9
+    nlp.to_disk(tmp_path / "nlp")
+    loaded = spacy.load(tmp_path / "nlp")
+    assert [s.start for s in loaded(Doc(loaded.vocab, words=words, tags=tags)).sents] == [0]
+
+
+def test_break_bias_leaves_training_alone():
+    data = [(w + w2, t + t2, h + [x + len(w) for x in h2], d + d2)
+            for (w, t, h, d), (w2, t2, h2, d2) in zip(TRAIN_DATA[:3], TRAIN_DATA[1:4])]
+    _, plain = train(epochs=5, data=data)
+    _, biased = train({"break_bias": 1e9}, epochs=5, data=data)
+    assert plain.model.to_bytes() == biased.model.to_bytes()
+
+
 def test_losses_count_wrong_decisions_and_updates():
     nlp, parser = make_nlp()
     egs = examples(nlp)
@@ -391,6 +426,11 @@ def test_invalid_settings_raise_coded_errors():
                    {"beam_width": 0}, {"label_candidates": -2}, {"margin": -1.0}):
         with pytest.raises(ValueError, match=r"S00[8]|S012"):
             make_nlp(config)
+    # A config cannot hold an infinite number (spaCy refuses it), but the class can be given one.
+    nlp, parser = make_nlp()
+    for bias in (float("nan"), float("inf"), True):
+        with pytest.raises(ValueError, match=r"S012.*break_bias"):
+            StructuredParser(nlp.vocab, parser.model, break_bias=bias)
 
 
 # The CLI ------------------------------------------------------------------------------------------
