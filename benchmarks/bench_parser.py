@@ -11,10 +11,13 @@ child process (peak RSS of that child alone):
    the pipeline's predicted tags; ``default, gold tags`` is the same model on gold tags;
    ``beam``: the same with ``configs/parser_beam.cfg`` (beam search, max-violation), the most
    accurate setting (``parser.cfg with beam W, max-violation``);
+3. ``averaged``: ``configs/parser.cfg`` trained with seeds 0 and 1 (every parser row kept), the
+   copies' weights averaged (``python -m spacy_structperc average``) and the parser saved with the
+   config's ``prune_below``; training seconds are both copies' and the averaging's.
 Metrics: ``dep_uas`` / ``dep_las`` (spaCy's parser scorer: punctuation excluded),
 ``train_seconds`` (wall: ``spacy train``), ``predict_wps`` (test words / seconds of one
 ``nlp.pipe`` call, batch 1000, one process: the whole tagger + parser pipeline),
-``peak_rss_mb``. The levers part (3) adds ``dev_*`` (the dev split's scores of model-best),
+``peak_rss_mb``. The levers and averaged parts add ``dev_*`` (the dev split's scores of model-best),
 ``test_tag_acc`` / ``test_pos_acc`` and ``parser_mb`` (the parser's folder on disk).
 
 The finished grids (lookahead depths 0-3 and beam widths x updates on gold tags, tsuruoka2011
@@ -27,6 +30,7 @@ Examples (from the repo root)::
     python benchmarks/bench_parser.py                         # everything
     python benchmarks/bench_parser.py --only spacy,default
     python benchmarks/bench_parser.py --only levers --levers "parser.cfg;label sets"
+    python benchmarks/bench_parser.py --only averaged
 """
 from __future__ import annotations
 
@@ -42,7 +46,7 @@ COMPONENT = "parser"
 DATASET = "ud_en_ewt"
 OURS = "structperc_parser"
 SPLIT_FILES = {"train": "*-ud-train.conllu", "dev": "*-ud-dev.conllu", "test": "*-ud-test.conllu"}
-PARTS = ("spacy", "default", "beam", "levers")
+PARTS = ("spacy", "default", "beam", "levers", "averaged")
 BEAM_CONFIG = "parser_beam.cfg"   # the most accurate setting: configs/parser.cfg with a beam
 
 # The levers of accuracy, each alone on configs/parser.cfg (tagger + parser, the parser on the
@@ -118,6 +122,9 @@ LEVERS: Dict[str, List[str]] = {
                                        model__features__upos="true"),
 }
 LEVER_EPOCHS = 6
+# The averaged part: configs/parser.cfg trained with these seeds (every parser row kept), the
+# copies' weights averaged and the parser saved with the config's prune_below (1.0).
+AVERAGED_SEEDS = (0, 1)
 QUICK_LIMITS = {"train": 800, "dev": 200, "test": 300}
 QUICK_EPOCHS = 2
 
@@ -133,6 +140,9 @@ NOTES = [
     "Levers (..., N passes): configs/parser.cfg with one change, N passes; dev_* are the dev "
     "split's scores of model-best, the rest test. Most levers change the config as it was before "
     "it trained with exploration (the 'static oracle' lever; LEVERS in the script says which).",
+    "averaged (parser.cfg, seeds ... averaged): the config trained once per seed, every parser row "
+    "kept, the weights averaged and the parser saved with prune_below 1.0; train_seconds is both "
+    "trainings' and the averaging's; dev_* scored on the averaged model (documents of ten sentences).",
     "spacy: spaCy's tagger + parser, efficiency config, steps in the setting; predict_wps for "
     "spacy and default is the whole tagger + parser pipeline.",
     "All children run with OMP/OPENBLAS/MKL/BLIS_NUM_THREADS=1; the machine was shared, see "
@@ -212,27 +222,71 @@ def run_spacy(paths: Dict[str, str], out_dir: str, max_steps: int, extra: Sequen
 
 def run_default(paths: Dict[str, str], out_dir: str, config: str, overrides: Sequence[str],
                 setting: str = "default", predict_repeats: int = 1) -> Dict[str, Any]:
+    out = Path(out_dir)
+    run = C.spacy_train(Path(config), out / "model", paths["train"], paths["dev"],
+                        overrides=list(overrides), log_path=out / "train.log")
+    return _evaluate(paths, run["model_dir"], run, run.get("model_dev_scores") or {}, overrides,
+                     setting, predict_repeats)
+
+
+def run_averaged(paths: Dict[str, str], out_dir: str, config: str, overrides: Sequence[str],
+                 seeds: Sequence[int], prune_below: float, setting: str, predict_repeats: int = 1
+                 ) -> Dict[str, Any]:
+    """The config trained once per seed with every parser row kept, the copies' weights averaged
+    (`python -m spacy_structperc average`) and the parser saved with `prune_below`; dev scored
+    as the config scores it (documents of ten sentences)."""
+    import spacy
+
+    from spacy_structperc.averaging import average_pipeline_dirs
+    from spacy_structperc.documents import create_documents_corpus
+
+    out = Path(out_dir)
+    runs = [C.spacy_train(Path(config), out / f"seed{seed}", paths["train"], paths["dev"],
+                          overrides=list(overrides) + ["--system.seed", str(seed),
+                                                       "--components.parser.model.prune_below", "0"],
+                          log_path=out / f"train.seed{seed}.log") for seed in seeds]
+    with C.Timer() as t:
+        average_pipeline_dirs(out / "averaged", [r["model_dir"] for r in runs], prune_below={"parser": prune_below})
+
+    def scores(model_dir):
+        nlp = spacy.load(model_dir)
+        dev = nlp.evaluate(list(create_documents_corpus(paths["dev"], sentences_per_doc=10)(nlp)))
+        test = nlp.evaluate(list(create_documents_corpus(paths["test"], sentences_per_doc=1)(nlp)))
+        return dev, {f"test_{k}": test[k] for k in ("dep_uas", "dep_las", "tag_acc")}
+
+    # Each copy as the config would save it (the parser within prune_below left out), scored as
+    # the average is: what one training gives.
+    for seed, r in zip(seeds, runs):
+        nlp = spacy.load(r["model_dir"])
+        nlp.get_pipe("parser").model.prune_below = prune_below
+        nlp.to_disk(out / f"seed{seed}-pruned")
+        dev_copy, test_copy = scores(out / f"seed{seed}-pruned")
+        r["pruned_scores"] = {**{f"dev_{k}": dev_copy[k] for k in ("dep_uas", "dep_las", "sents_f")}, **test_copy}
+    dev, test = scores(out / "averaged")
+    run = {"seconds": sum(r["seconds"] for r in runs) + t.seconds, "model_dir": str(out / "averaged"),
+           "copies": runs, "average_seconds": t.seconds, "scored_as_the_copies": test}
+    return _evaluate(paths, run["model_dir"], run, dev, overrides, setting, predict_repeats)
+
+
+def _evaluate(paths: Dict[str, str], model_dir: str, run: Dict[str, Any], dev: Dict[str, Any],
+              overrides: Sequence[str], setting: str, predict_repeats: int) -> Dict[str, Any]:
     import spacy
 
     import spacy_structperc  # noqa: F401
 
-    out = Path(out_dir)
-    run = C.spacy_train(Path(config), out / "model", paths["train"], paths["dev"],
-                        overrides=list(overrides), log_path=out / "train.log")
-    nlp = spacy.load(run["model_dir"])
+    nlp = spacy.load(model_dir)
     gold = C.load_docs(Path(paths["test"]), nlp.vocab)
     preds, wps = _time_parse(nlp, lambda: C.unannotated_copies(gold, nlp.vocab), predict_repeats)
     metrics = _score(preds, gold)
     tag_acc = C.score_token_attrs(preds, gold, ["tag"])["tag_acc"]
-    dev = run.get("model_dev_scores") or {}
     for key in ("dep_uas", "dep_las", "tag_acc", "pos_acc", "sents_f"):
-        if key in dev:
+        if dev.get(key) is not None:
             metrics[f"dev_{key}"] = dev[key]
     metrics["test_tag_acc"] = tag_acc
     pos_acc = C.score_token_attrs(preds, gold, ["pos"]).get("pos_acc")
     if pos_acc is not None:
         metrics["test_pos_acc"] = pos_acc
-    metrics["parser_mb"] = C.dir_bytes(Path(run["model_dir"]) / "parser") / 1e6
+    metrics["parser_mb"] = C.dir_bytes(Path(model_dir) / "parser") / 1e6
     with nlp.select_pipes(disable=["tagger"]):
         gold_tag_preds = list(nlp.pipe(_tagged_copies(gold, nlp.vocab), batch_size=1000))
     metrics.update({"train_seconds": run["seconds"], "predict_wps": wps})
@@ -310,6 +364,13 @@ def main(argv=None) -> int:
                              "config": str(C.REPO_ROOT / "configs" / "parser.cfg"),
                              "overrides": gold_preproc + (quick_train or [
                                  "--training.max_epochs", str(args.lever_epochs)]) + LEVERS[name]}))
+    if "averaged" in parts:
+        setting = f"parser.cfg, seeds {' and '.join(map(str, AVERAGED_SEEDS))} averaged"
+        jobs.append(job(OURS, setting, "run_averaged",
+                        {"paths": paths, "out_dir": str(run_dir / C.slug(setting)), "setting": setting,
+                         "config": str(C.REPO_ROOT / "configs" / "parser.cfg"),
+                         "overrides": gold_preproc + quick_train, "seeds": list(AVERAGED_SEEDS),
+                         "prune_below": 1.0}))
     bench.run(jobs)
     return bench.finish(notes=NOTES)
 

@@ -5,8 +5,9 @@ Commands:
                     [--mixing uniform|mistakes] [--shard-dir URL] [--epochs N] [--eval-every N]
                     [--resume] [--worker-timeout S] [--paths.train X ...]
   annotate PIPELINE INPUT OUTPUT [--scheduler ADDRESS] [--workers N] [--partition-size N] [--jsonl]
+  average OUTPUT PIPELINE PIPELINE [...] [--components NAME,...] [--prune-below NAME=X,...]
 
-Both need the Dask extra: pip install -e ".[dask]" (from the checkout).
+train-distributed and annotate need the Dask extra: pip install -e ".[dask]" (from the checkout).
 """
 import argparse
 import sys
@@ -69,6 +70,27 @@ def _annotate(args, extra: List[str]) -> int:
     return 0
 
 
+def _average(args, extra: List[str]) -> int:
+    from .averaging import average_pipeline_dirs
+    from .errors import Errors
+
+    if extra:
+        raise SystemExit(f"average: unknown arguments {extra}")
+    components = [x.strip() for x in args.components.split(",") if x.strip()] if args.components else None
+    prune_below = {}
+    for item in (args.prune_below or "").split(","):
+        if not item.strip():
+            continue
+        name, _, value = item.partition("=")
+        try:
+            prune_below[name.strip()] = float(value)
+        except ValueError:
+            raise ValueError(Errors.S425.format(name=name.strip(), value=value)) from None
+    names = average_pipeline_dirs(args.output, args.inputs, components, prune_below or None)
+    print(f"Averaged {', '.join(names)} of {len(args.inputs)} pipelines into {args.output}")
+    return 0
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m spacy_structperc")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -105,9 +127,20 @@ def main(argv: Optional[List[str]] = None) -> int:
     a.add_argument("--batch-size", type=int, default=256)
     a.add_argument("--jsonl", action="store_true", help="also write the annotations as JSON lines")
     a.add_argument("--no-progress", action="store_true")
+    v = sub.add_parser("average", help="average the weights of copies of a pipeline trained with different seeds")
+    v.add_argument("output")
+    v.add_argument("inputs", nargs="+", metavar="pipeline")
+    v.add_argument("--components", default=None,
+                   help="comma-separated components to average (default: every structured-perceptron "
+                        "component); the others are the first pipeline's")
+    v.add_argument("--prune-below", default=None,
+                   help="NAME=X,...: save those components' rows only where a weight exceeds X (as "
+                        "model.prune_below; train the copies with 0 and set it here)")
     args, extra = parser.parse_known_args(argv)
     if args.command == "train-distributed":
         return _train(args, extra)
+    if args.command == "average":
+        return _average(args, extra)
     return _annotate(args, extra)
 
 

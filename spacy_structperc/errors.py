@@ -290,6 +290,20 @@ class Errors(metaclass=ErrorsWithCodes):
             "components.{name}.two_stage = false, or merge types.")
     S405 = ("The saved model of component '{name}' has gazetteer features but no gazetteer block "
             "({reason}). Save and load the whole component directory, or retrain.")
+    # S420-S429: averaging pipelines trained alike (spacy_structperc/averaging.py).
+    S420 = ("Averaging needs at least two pipelines; got {n}. Train the config again with another "
+            "[system] seed and average the copies.")
+    S421 = ("Pipeline {i} has the components {names}, the first {first}: only copies of one config, "
+            "trained with different seeds, can be averaged.")
+    S422 = ("Component '{name}' of pipeline {i} has other labels (or labels in another order) than "
+            "the first pipeline's: the copies must be trained on the same data with the same label "
+            "files.")
+    S423 = ("Component '{name}' of pipeline {i} has other settings than the first pipeline's ({keys}): "
+            "only copies of one config, trained with different seeds, can be averaged.")
+    S424 = ("Cannot average component '{name}': it has no structured-perceptron weights, or is not "
+            "among those averaged. Components that can be: {available}.")
+    S425 = ("prune_below for component '{name}' must be a number >= 0; got {value!r}.")
+
 
 class Warnings(metaclass=ErrorsWithCodes):
     W001 = ("Component '{name}' skipped {n} example(s) in this batch whose tokenization could not "
