@@ -16,9 +16,19 @@ from .errors import Errors
 
 
 def weighted_pipes(nlp) -> List[str]:
-    """The names of the components whose weights are averaged: those with an AveragedWeights table."""
-    return [name for name, pipe in nlp.pipeline
-            if isinstance(getattr(getattr(pipe, "model", None), "weights", None), AveragedWeights)]
+    """The names of the components whose weights can be averaged: those whose model is one
+    AveragedWeights table (`model.weights`). Left out: models of several tables that expose one
+    as a read-only `weights` (the clause identifier's functions), and parsers with a reranker,
+    which each copy trained on its own parser's k-best lists."""
+    out = []
+    for name, pipe in nlp.pipeline:
+        model = getattr(pipe, "model", None)
+        if not isinstance(getattr(model, "weights", None), AveragedWeights):
+            continue
+        if isinstance(getattr(type(model), "weights", None), property) or getattr(pipe, "reranker", None):
+            continue
+        out.append(name)
+    return out
 
 
 def _check_alike(nlps: Sequence, names: Sequence[str]) -> None:

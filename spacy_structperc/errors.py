@@ -300,8 +300,9 @@ class Errors(metaclass=ErrorsWithCodes):
             "files.")
     S423 = ("Component '{name}' of pipeline {i} has other settings than the first pipeline's ({keys}): "
             "only copies of one config, trained with different seeds, can be averaged.")
-    S424 = ("Cannot average component '{name}': it has no structured-perceptron weights, or is not "
-            "among those averaged. Components that can be: {available}.")
+    S424 = ("Cannot average component '{name}': it has no single table of structured-perceptron "
+            "weights (the clause identifier has several; a parser with a reranker has the reranker "
+            "its copy trained), or is not among those averaged. Components that can be: {available}.")
     S425 = ("prune_below for component '{name}' must be a number >= 0; got {value!r}.")
 
 

@@ -7,11 +7,13 @@ import random
 import numpy
 import pytest
 import spacy
+from spacy.language import Language
 from spacy.tokens import Doc
 from spacy.training import Example
 
 import spacy_structperc  # noqa: F401
 from spacy_structperc.__main__ import main
+from spacy_structperc._core.weights import AveragedWeights
 from spacy_structperc.averaging import average_pipelines, weighted_pipes
 
 TRAIN = [
@@ -128,3 +130,40 @@ def test_pipelines_that_are_not_copies_of_one_config_are_refused():
         average_pipelines([a, train_copy(1)], components=["ner"])
     with pytest.raises(ValueError, match="S425"):
         average_pipelines([a, train_copy(1)], prune_below={"parser": -1.0})
+
+
+class _SeveralTables:
+    """A model of several tables that shows one as a read-only `weights`, as the clause
+    identifier's does."""
+
+    def __init__(self):
+        self.tables = {"start": AveragedWeights(1, 16), "end": AveragedWeights(1, 16)}
+
+    @property
+    def weights(self):
+        return self.tables["start"]
+
+
+class _SeveralTablesPipe:
+    def __init__(self):
+        self.model = _SeveralTables()
+
+    def __call__(self, doc):
+        return doc
+
+
+@Language.factory("test_averaging_several_tables")
+def _make_several_tables(nlp, name):
+    return _SeveralTablesPipe()
+
+
+def test_components_without_one_table_of_their_own_are_left_alone():
+    copies = [train_copy(seed) for seed in (0, 1)]
+    for nlp in copies:
+        nlp.add_pipe("test_averaging_several_tables", name="clauses")
+    assert weighted_pipes(copies[0]) == ["tagger", "parser"]
+    start = copies[0].get_pipe("clauses").model.tables["start"]
+    nlp = average_pipelines(copies)
+    assert nlp.get_pipe("clauses").model.tables["start"] is start
+    with pytest.raises(ValueError, match="S424"):
+        average_pipelines(copies, components=["clauses"])
