@@ -85,11 +85,9 @@ def average_pipeline_dirs(output: Union[str, Path], inputs: Sequence[Union[str, 
     `output`; returns the names of the averaged components."""
     import spacy
 
-    nlps = [spacy.load(path) for path in inputs]
-    names = list(components) if components is not None else weighted_pipes(nlps[0]) if nlps else []
-    nlp = average_pipelines(nlps, components, prune_below)
+    nlp = average_pipelines([spacy.load(path) for path in inputs], components, prune_below)
     nlp.to_disk(output)
-    return names
+    return list(components) if components is not None else weighted_pipes(nlp)
 
 
 __all__ = ["weighted_pipes", "average_pipelines", "average_pipeline_dirs"]
