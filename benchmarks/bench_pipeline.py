@@ -2,14 +2,17 @@
 
 1. Trains the chunker (configs/chunker.cfg, CoNLL-2000), the clause identifier (configs/clauses.cfg,
    ptb_clauses, over that chunker) and the NER (configs/ner.cfg, CoNLL-2003)
-   for ``--epochs`` each, and takes the tagger + parser from ``--tagger-parser`` (a pipeline
-   trained with configs/parser.cfg, e.g. by bench_sents.py; trained here when absent), and
-   assembles them with configs/pipeline_en.cfg.
-2. Robustness: ``nlp(text)`` on the README's example texts and on the raw text of the first
+   for ``--epochs`` each, and the universal POS tagger (configs/pos.cfg, its own 10 epochs)
+   behind the tagger of ``--tagger-parser`` (a pipeline trained with configs/parser.cfg, e.g. by
+   bench_sents.py; trained here when absent), and assembles them with configs/pipeline_en.cfg.
+2. Accuracy on the EWT test split, gold tokens, one Doc per sentence (as ``spacy evaluate
+   --gold-preproc``): ``token.tag_``, ``token.pos_``, heads and labels as the assembled pipeline
+   sets them (``ud_en_ewt_tag_acc``, ``_pos_acc``, ``_uas``, ``_las``).
+3. Robustness: ``nlp(text)`` on the README's example texts and on the raw text of the first
    ``--n-sentences`` (1,000) sentences of the EWT test split, the CoNLL-2000 test file and the
    CoNLL-2003 testb file: the number of errors (the target is 0) and of Docs missing an
    annotation (tags, POS, heads, sentences, chunks, entity IOB).
-3. Speed against an ``en_core_web_sm``-style spaCy pipeline trained here: one shared CNN tok2vec
+4. Speed against an ``en_core_web_sm``-style spaCy pipeline trained here: one shared CNN tok2vec
    with tagger, parser and ner (``spacy init config --pipeline tagger,parser,ner --optimize
    efficiency``), trained for ``--spacy-max-steps`` on EWT documents (tags, trees) and CoNLL-2003
    (entities) together, each Doc annotated for its own task only. Both are timed on raw text:
@@ -17,7 +20,7 @@
    included, one process, best of ``--repeats``), and with ``spacy benchmark speed`` on the same
    documents (which times the pipeline's components on pre-tokenized Docs).
 
-4. Load: ``spacy.load`` of each pipeline in a fresh process (_speed.py's ``measure_load``),
+5. Load: ``spacy.load`` of each pipeline in a fresh process (_speed.py's ``measure_load``),
    ours and spaCy's alternately, ``--load-repeats`` times each: the best load time (imports
    apart), the median RSS right after the load, and the pipeline's size on disk.
 
@@ -147,6 +150,7 @@ def run_structperc(data_root: str, out_dir: str, tagger_parser: str, epochs: int
         metrics[f"{name}_texts"] = len(batch)
         metrics[f"{name}_errors"] = errors
         metrics[f"{name}_missing_annotation"] = missing
+    metrics.update(ewt_accuracy(nlp, root, out))
     docs_path = ewt_documents(root, out / "ewt_test_docs.spacy", nlp.vocab)
     gold = C.load_docs(docs_path, nlp.vocab)
     n_words = C.count_tokens(gold)
@@ -156,10 +160,22 @@ def run_structperc(data_root: str, out_dir: str, tagger_parser: str, epochs: int
                                             "pipe_names": nlp.pipe_names}}
 
 
+def ewt_accuracy(nlp, root: Path, out: Path) -> Dict[str, float]:
+    """The pipeline's tags, universal POS, heads and labels on the EWT test split: gold tokens,
+    one Doc per sentence, in % (what `spacy evaluate --gold-preproc` reports)."""
+    path = out / "ewt_test.spacy"
+    C.conllu_to_docbins(C.find_split_file(root / "ud_en_ewt", "test", "*-ud-test.conllu"), {"gold": path})
+    gold = C.load_docs(path, nlp.vocab)
+    scores = nlp.evaluate(C.examples(C.unannotated_copies(gold, nlp.vocab), gold))
+    return {f"ud_en_ewt_{name}": round(100 * scores[key], 2) for name, key in
+            (("tag_acc", "tag_acc"), ("pos_acc", "pos_acc"), ("uas", "dep_uas"), ("las", "dep_las"))}
+
+
 def train_and_assemble(root: Path, out: Path, tagger_parser: str, epochs: int, quick: bool,
                        model_dir: Path) -> Dict[str, Any]:
     """Train the chunker, clause identifier and NER (and the tagger + parser when tagger_parser
-    is not a trained pipeline) and assemble them with configs/pipeline_en.cfg in model_dir."""
+    is not a trained pipeline), the universal POS tagger behind that tagger, and assemble them
+    with configs/pipeline_en.cfg in model_dir."""
     from spacy.util import load_config, load_model_from_config
 
     train_args = ["--training.max_epochs", str(epochs)] + (["--corpora.train.limit", "300", "--corpora.dev.limit", "100"] if quick else [])
@@ -175,6 +191,15 @@ def train_and_assemble(root: Path, out: Path, tagger_parser: str, epochs: int, q
         runs["tagger_parser"] = C.spacy_train(C.REPO_ROOT / "configs" / "parser.cfg", out / "tagger_parser",
                                               paths["train"], paths["dev"], overrides=train_args)
         tagger_parser = runs["tagger_parser"]["model_dir"]
+    ewt = out / "ewt_sentences"
+    splits = {}
+    for split in ("train", "dev"):
+        splits[split] = ewt / f"{split}.spacy"
+        C.conllu_to_docbins(C.find_split_file(root / "ud_en_ewt", split, f"*-ud-{split}.conllu"),
+                            {"gold": splits[split]}, limit=1000 if quick else 0)
+    pos_args = ["--paths.tagger", str(tagger_parser)] + (train_args if quick else [])
+    runs["pos"] = C.spacy_train(C.REPO_ROOT / "configs" / "pos.cfg", out / "pos", splits["train"], splits["dev"],
+                                overrides=pos_args)
     runs["chunker"] = C.spacy_train(C.REPO_ROOT / "configs" / "chunker.cfg", out / "chunker",
                                     root / "conll2000" / "train.txt", root / "conll2000" / "train.txt",
                                     overrides=train_args)
@@ -185,7 +210,8 @@ def train_and_assemble(root: Path, out: Path, tagger_parser: str, epochs: int, q
     runs["ner"] = C.spacy_train(C.REPO_ROOT / "configs" / "ner.cfg", out / "ner", root / "conll2003" / "eng.train",
                                 root / "conll2003" / "eng.testa", overrides=train_args)
     config = load_config(C.REPO_ROOT / "configs" / "pipeline_en.cfg", interpolate=False, overrides={
-        "paths.tagger_parser": str(tagger_parser), "paths.chunker": runs["chunker"]["model_dir"],
+        "paths.tagger_parser": str(tagger_parser), "paths.pos": runs["pos"]["model_dir"],
+        "paths.chunker": runs["chunker"]["model_dir"],
         "paths.clauses": runs["clauses"]["model_dir"], "paths.ner": runs["ner"]["model_dir"]})
     load_model_from_config(config, auto_fill=True).to_disk(model_dir)
     runs["tagger_parser_dir"] = str(tagger_parser)
@@ -268,7 +294,7 @@ def main(argv=None) -> int:
     me = Path(__file__).resolve()
     command = "python benchmarks/bench_pipeline.py " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
     t0 = time.time()
-    ours = "configs/pipeline_en.cfg: tagger, parser, chunker, clauses, ner"
+    ours = "configs/pipeline_en.cfg: tagger, upos, parser, chunker, clauses, ner"
     if args.pipeline:
         ours += f" ({args.label or 'as given by --pipeline'})"
     jobs = [("structperc", ours, "run_structperc",
@@ -304,6 +330,8 @@ def main(argv=None) -> int:
                           "in documents of ten sentences (tokenizer included, one process, best of repeats)",
                           "benchmark_speed_wps: the mean of `spacy benchmark speed` on the same documents "
                           "(components only: spaCy's benchmark tokenizes before timing)",
+                          "ud_en_ewt_{tag_acc,pos_acc,uas,las}: the pipeline on the EWT test split, gold tokens, "
+                          "one Doc per sentence (spacy evaluate --gold-preproc), in %",
                           "*_errors / *_missing_annotation: over nlp(text) of the first n test sentences of each corpus "
                           "and the README's examples",
                           "load_seconds: spacy.load in a fresh process, best of --load-repeats, imports apart "

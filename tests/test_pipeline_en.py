@@ -50,6 +50,30 @@ def tagger_parser(data_dir, tmp_path):
     return train(nlp, list(registry.readers.get(DOCUMENTS_CORPUS)(path, sentences_per_doc=10)(nlp)))
 
 
+def pos(data_dir, tagger_parser_nlp, tmp_path):
+    """configs/pos.cfg in miniature: a universal POS tagger that reads the fine tags of the
+    tagger + parser pipeline's tagger (sourced, tagging its training text first)."""
+    from spacy.tokens import DocBin
+
+    from conllu_data import read_conllu
+
+    path = tmp_path / "ewt_sentences.spacy"
+    DocBin(docs=read_conllu(data_dir / "ud_en_ewt" / "en_ewt-ud-train.conllu", limit=300)).to_disk(path)
+    nlp = spacy.blank("en", vocab=tagger_parser_nlp.vocab)
+    nlp.add_pipe("tagger", source=tagger_parser_nlp)
+    model = {"@architectures": "spacy-structperc.AveragedPerceptron.v1", "precision": "float32",
+             "features": {"@misc": "spacy-structperc.tagger_features.v1", "tags": 2}}
+    upos = nlp.add_pipe("structperc_tagger", name="upos", config={"attr": "pos", "model": model})
+    tagger = nlp.get_pipe("tagger")
+    examples = list(spacy.training.Corpus(path, gold_preproc=True)(nlp))
+    for eg in examples:
+        tagger(eg.predicted)
+    upos.initialize(lambda: examples, nlp=nlp)
+    for _ in range(EPOCHS):
+        upos.update(examples)
+    return nlp
+
+
 def chunker(data_dir):
     nlp = spacy.blank("en")
     nlp.add_pipe("structperc_chunker", name="chunker", config=EXACT)
@@ -89,7 +113,8 @@ def parts(data_dir, require_corpus, tmp_path_factory):
     require_corpus(data_dir / "conll2003" / "eng.train")
     require_corpus(data_dir / "ptb_clauses" / "train.txt")
     chunker_nlp = chunker(data_dir)
-    return {"tagger_parser": tagger_parser(data_dir, tmp_path_factory.mktemp("ewt")), "chunker": chunker_nlp,
+    tagger_parser_nlp = tagger_parser(data_dir, tmp_path_factory.mktemp("ewt"))
+    return {"tagger_parser": tagger_parser_nlp, "pos": pos(data_dir, tagger_parser_nlp, tmp_path_factory.mktemp("pos")), "chunker": chunker_nlp,
             "clauses": clauses(data_dir, chunker_nlp), "ner": ner(data_dir)}
 
 
@@ -113,13 +138,13 @@ def pipeline(assembled_dir):
 
 
 def test_assembled_pipeline_has_every_component_in_order(pipeline):
-    assert pipeline.pipe_names == ["tagger", "parser", "chunker", "clauses", "ner"]
+    assert pipeline.pipe_names == ["tagger", "upos", "parser", "chunker", "clauses", "ner"]
     assert pipeline.analyze_pipes()["problems"] == {name: [] for name in pipeline.pipe_names}
     assert set(pipeline.get_pipe("ner").labels) == {"PER", "ORG", "LOC", "MISC"}
 
 
 def annotations(doc):
-    """Everything the five components write: per token, then chunks, clauses and entities."""
+    """Everything the six components write: per token, then chunks, clauses and entities."""
     return ([(t.text, t.tag_, t.pos_, t.head.i, t.dep_, t.is_sent_start, t.ent_iob_, t.ent_type_) for t in doc],
             [(s.start, s.end, s.label_) for s in doc.spans.get("chunks", [])],
             [(s.start, s.end, s.label_) for s in doc.spans.get("clauses", [])],
@@ -128,9 +153,11 @@ def annotations(doc):
 
 def run_parts(parts, text, preset=()):
     """The trained pipelines one after another, each fed the previous one's output: the tagger
-    and parser pipeline on the text, then the chunker, clause and NER pipes; `preset` entities
+    and parser pipeline on the text, the universal POS tagger's pipe after it (which overwrites
+    the fine tagger's token.pos_), then the chunker, clause and NER pipes; `preset` entities
     (start, end, label) are put on the Doc before the NER."""
     doc = parts["tagger_parser"](text)
+    doc = parts["pos"].get_pipe("upos")(doc)
     for name in ("chunker", "clauses"):
         doc = parts[name].get_pipe(name)(doc)
     doc.ents = [Span(doc, s, e, label=label) for s, e, label in preset]

@@ -1,6 +1,6 @@
 """The README's first command in miniature: `spacy project run all` on a copy of the project, with
 the real corpora but a tiny training budget (100 examples a corpus, one epoch), through every step
-of the workflow: assets, conversion, the four trainings, `spacy assemble`, `spacy package` with the
+of the workflow: assets, conversion, the five trainings, `spacy assemble`, `spacy package` with the
 plugin's own wheel, `spacy evaluate` on each corpus, and both wheels installed into a new virtual
 environment where the pipeline annotates raw text. Then `spacy debug config` and `spacy init
 fill-config` on every config of configs/, with the paths the project's commands give them."""
@@ -17,7 +17,7 @@ import srsly
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow
-TINY = {"train_limit": 100, "parser_epochs": 1, "chunker_epochs": 1, "clauses_epochs": 1, "ner_epochs": 1,
+TINY = {"train_limit": 100, "parser_epochs": 1, "pos_epochs": 1, "chunker_epochs": 1, "clauses_epochs": 1, "ner_epochs": 1,
         "try_deps": "here"}
 
 
@@ -56,7 +56,7 @@ def test_the_workflow_is_the_readme_first_command():
     first = re.search(r"```bash\n(.*?)\n", readme).group(1)
     assert "spacy project run all ." in first and '".[project]"' in first
     steps = srsly.read_yaml(REPO_ROOT / "project.yml")["workflows"]["all"]
-    for step in ("train-parser", "train-chunker", "train-clauses", "train-ner", "assemble-pipeline",
+    for step in ("train-parser", "train-pos", "train-chunker", "train-clauses", "train-ner", "assemble-pipeline",
                  "package-pipeline", "evaluate-pipeline"):
         assert step in steps
     assert steps[-1] == "try-pipeline"
@@ -74,7 +74,7 @@ def test_the_installed_pipeline_annotates_raw_text_in_a_new_environment(project)
     # Loaded from the wheel installed in the new environment, not from the checkout.
     origin = re.search(r"spacy_structperc \S+ from (\S+)", stdout).group(1)
     assert Path(origin).resolve().is_relative_to(venv.resolve()), origin
-    assert "tagger, parser, chunker, clauses, ner" in stdout
+    assert "tagger, upos, parser, chunker, clauses, ner" in stdout
     rows = re.findall(r"^\s*(\d+) (\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\d+)  (\S+)$", stdout, flags=re.M)
     assert [r[1] for r in rows][:3] == ["Apple", "is", "looking"]
     assert all(tag and pos and dep for _, _, tag, pos, dep, _, _ in rows)

@@ -8,16 +8,20 @@ from typing import List
 from spacy.util import registry
 
 from ..atoms import LEXICON_POS, template
+from ..errors import Errors
 
 
 def tagger_templates(history: int = 2, history_words: bool = True, window: int = 2,
                      suffixes: int = 5, prefixes: int = 4, clusters: bool = False,
-                     lexicon: bool = False, casing: bool = False) -> List[dict]:
+                     lexicon: bool = False, casing: bool = False, tags: int = 0) -> List[dict]:
     """Templates after Ratnaparkhi (1996) / Collins (2002), with a wider lexical window.
 
     history: how many previous labels the label n-gram features read (1 = bigram, 2 = trigram,
     3 = four-gram). history_words adds the previous label conjoined with the current word and
-    suffix, which a first-order model can still decode exactly.
+    suffix, which a first-order model can still decode exactly. tags: the fine tags
+    (token.tag_, set by a tagger earlier in the pipeline) of the tokens up to this many places
+    on each side, alone, with the word and in pairs: for a universal POS tagger (attr = "pos")
+    that reads a fine-grained tagger's output, the right-hand tags included.
     """
     t = [template("bias", (0, "bias"))]
     t.append(template("w0", (0, "lower")))
@@ -65,6 +69,17 @@ def tagger_templates(history: int = 2, history_words: bool = True, window: int =
         t.append(template("cshare+1", (1, "cshare")))
         t.append(template("cshare0,w-1", (0, "cshare"), (-1, "lower")))
         t.append(template("cfreq0,s3", (0, "cfreq"), (0, "s3")))
+    if tags:
+        t.append(template("x0", (0, "tag")))
+        t.append(template("x0,w0", (0, "tag"), (0, "lower")))
+        t.append(template("x0,s3", (0, "tag"), (0, "s3")))
+        for k in range(1, tags + 1):
+            t.append(template(f"x-{k}", (-k, "tag")))
+            t.append(template(f"x+{k}", (k, "tag")))
+        t.append(template("x-1,x0", (-1, "tag"), (0, "tag")))
+        t.append(template("x0,x+1", (0, "tag"), (1, "tag")))
+        t.append(template("x-1,x0,x+1", (-1, "tag"), (0, "tag"), (1, "tag")))
+        t.append(template("x0,w+1", (0, "tag"), (1, "lower")))
     if history >= 1:
         t.append(template("t-1", ("hist", 1)))
     if history >= 2:
@@ -84,7 +99,7 @@ def tagger_templates(history: int = 2, history_words: bool = True, window: int =
 @registry.misc("spacy-structperc.tagger_features.v1")
 def tagger_features(history: int = 2, history_words: bool = True, window: int = 2,
                     suffixes: int = 5, prefixes: int = 4, clusters: bool = False,
-                    lexicon: bool = False, casing: bool = False) -> List[dict]:
+                    lexicon: bool = False, casing: bool = False, tags: int = 0) -> List[dict]:
     """Word, affix, shape, word-cluster and label-history templates for POS tagging.
 
     clusters: add Brown-cluster features (from spacy-lookups-data at initialization; stored in
@@ -93,8 +108,12 @@ def tagger_features(history: int = 2, history_words: bool = True, window: int = 
     suffix rules): which parts of speech a word could be, and by which inflection.
     casing: add how each word is cased and how frequent it is in general text (spacy-lookups-data's
     word frequencies, read at initialization and stored in the model; atoms.CASING_ATOMS).
+    tags: read the fine tags of an earlier tagger, this many tokens on each side (0: none).
     """
-    return tagger_templates(history, history_words, window, suffixes, prefixes, clusters, lexicon, casing)
+    if not isinstance(tags, int) or isinstance(tags, bool) or tags < 0:
+        raise ValueError(Errors.S012.format(name="tagger_features.v1", setting="tags", value=tags,
+                                            requirement="an integer >= 0"))
+    return tagger_templates(history, history_words, window, suffixes, prefixes, clusters, lexicon, casing, tags)
 
 
 @registry.misc("spacy-structperc.tagger_features_small.v1")
