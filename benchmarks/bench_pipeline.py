@@ -2,8 +2,8 @@
 
 1. Trains the chunker (configs/chunker.cfg, CoNLL-2000), the clause identifier (configs/clauses.cfg,
    ptb_clauses, over that chunker) and the NER (configs/ner.cfg, CoNLL-2003)
-   for ``--epochs`` each, and the universal POS tagger (configs/pos.cfg, its own 10 epochs)
-   behind the tagger of ``--tagger-parser`` (a pipeline trained with configs/parser.cfg, e.g. by
+   for ``--epochs`` each, and the universal POS tagger (configs/pos.cfg, its own 10 epochs, on
+   tags jackknifed over five folds of configs/tagger.cfg taggers) behind the tagger of ``--tagger-parser`` (a pipeline trained with configs/parser.cfg, e.g. by
    bench_sents.py; trained here when absent), and assembles them with configs/pipeline_en.cfg.
 2. Accuracy on the EWT test split, gold tokens, one Doc per sentence (as ``spacy evaluate
    --gold-preproc``): ``token.tag_``, ``token.pos_``, heads and labels as the assembled pipeline
@@ -197,8 +197,15 @@ def train_and_assemble(root: Path, out: Path, tagger_parser: str, epochs: int, q
         splits[split] = ewt / f"{split}.spacy"
         C.conllu_to_docbins(C.find_split_file(root / "ud_en_ewt", split, f"*-ud-{split}.conllu"),
                             {"gold": splits[split]}, limit=1000 if quick else 0)
+    # pos.cfg trains on the training split's tags jackknifed over five folds (as project.yml's
+    # jackknife-tags makes them, with tagger.cfg's own budget here).
+    jackknifed = ewt / "train.jackknifed.spacy"
+    subprocess.run([sys.executable, "-m", "spacy_structperc", "jackknife", str(C.REPO_ROOT / "configs" / "tagger.cfg"),
+                    str(splits["train"]), str(jackknifed), "--folds", "5", "--paths.dev", str(splits["dev"]),
+                    *(train_args if quick else [])], check=True, env=C.child_env(), cwd=C.REPO_ROOT,
+                   stdout=subprocess.DEVNULL)
     pos_args = ["--paths.tagger", str(tagger_parser)] + (train_args if quick else [])
-    runs["pos"] = C.spacy_train(C.REPO_ROOT / "configs" / "pos.cfg", out / "pos", splits["train"], splits["dev"],
+    runs["pos"] = C.spacy_train(C.REPO_ROOT / "configs" / "pos.cfg", out / "pos", jackknifed, splits["dev"],
                                 overrides=pos_args)
     runs["chunker"] = C.spacy_train(C.REPO_ROOT / "configs" / "chunker.cfg", out / "chunker",
                                     root / "conll2000" / "train.txt", root / "conll2000" / "train.txt",

@@ -6,6 +6,7 @@ Commands:
                     [--resume] [--worker-timeout S] [--paths.train X ...]
   annotate PIPELINE INPUT OUTPUT [--scheduler ADDRESS] [--workers N] [--partition-size N] [--jsonl]
   average OUTPUT PIPELINE PIPELINE [...] [--components NAME,...] [--prune-below NAME=X,...]
+  jackknife CONFIG TRAIN OUTPUT [--folds N] [--component NAME] [--paths.dev X ...]
 
 train-distributed and annotate need the Dask extra: pip install -e ".[dask]" (from the checkout).
 """
@@ -91,6 +92,19 @@ def _average(args, extra: List[str]) -> int:
     return 0
 
 
+def _jackknife(args, extra: List[str]) -> int:
+    from spacy.cli._util import parse_config_overrides
+
+    from .jackknife import jackknife_tags
+
+    summary = jackknife_tags(args.config, args.train, args.output, folds=args.folds,
+                             component=args.component, overrides=parse_config_overrides(extra))
+    accuracy = f", {100 * summary['accuracy']:.2f}% of them the gold tag" if summary["accuracy"] is not None else ""
+    print(f"Tagged {summary['docs']} Docs ({summary['tokens']} tokens) over {summary['folds']} folds{accuracy}: "
+          f"{args.output}")
+    return 0
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m spacy_structperc")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -136,11 +150,19 @@ def main(argv: Optional[List[str]] = None) -> int:
     v.add_argument("--prune-below", default=None,
                    help="NAME=X,...: save those components' rows only where a weight exceeds X (as "
                         "model.prune_below; train the copies with 0 and set it here)")
+    j = sub.add_parser("jackknife", help="tag each fold of a training file with a tagger trained on the other folds")
+    j.add_argument("config", help="the tagger's training config (spacy train's)")
+    j.add_argument("train", help="the .spacy training file to tag (its Docs split into folds)")
+    j.add_argument("output", help="the .spacy file to write: the same Docs, each with its jackknifed tags")
+    j.add_argument("--folds", type=int, default=5)
+    j.add_argument("--component", default="tagger", help="the pipe whose tags are taken (default: tagger)")
     args, extra = parser.parse_known_args(argv)
     if args.command == "train-distributed":
         return _train(args, extra)
     if args.command == "average":
         return _average(args, extra)
+    if args.command == "jackknife":
+        return _jackknife(args, extra)
     return _annotate(args, extra)
 
 

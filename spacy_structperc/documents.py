@@ -17,6 +17,7 @@ from spacy.training import Example
 from spacy.util import registry
 
 from .errors import Errors
+from .jackknife import stored_tags
 from .readers import read_docbin
 
 DOCUMENTS_CORPUS = "spacy-structperc.documents_corpus.v1"
@@ -70,7 +71,7 @@ class DocumentsCorpus:
     """Examples of multi-sentence documents with gold tokens (see the module docstring)."""
 
     def __init__(self, path: Optional[Union[str, Path]], *, sentences_per_doc: int = 0, limit: int = 0,
-                 gold_preproc: bool = True):
+                 gold_preproc: bool = True, predicted_tags: bool = False):
         if path is None:
             raise ValueError(Errors.S033.format(reader=DOCUMENTS_CORPUS))
         for setting, value in (("sentences_per_doc", sentences_per_doc), ("limit", limit)):
@@ -82,13 +83,20 @@ class DocumentsCorpus:
         self.sentences_per_doc = sentences_per_doc
         self.limit = limit
         self.gold_preproc = gold_preproc
+        if predicted_tags and (sentences_per_doc or not gold_preproc):
+            raise ValueError(Errors.S433.format(reader=DOCUMENTS_CORPUS))
+        self.predicted_tags = predicted_tags
 
     def __call__(self, nlp: Language) -> Iterator[Example]:
         docs = read_docbin(nlp.vocab, self.path, DOCUMENTS_CORPUS)   # S034, S210, S035 as every reader
         for i, reference in enumerate(merge_sentences(docs, self.sentences_per_doc)):
             if self.limit and i >= self.limit:
                 break
-            if self.gold_preproc or reference.has_unknown_spaces:
+            if self.predicted_tags:
+                tags = stored_tags(reference, i, self.path)
+                yield Example(Doc(reference.vocab, words=[t.text for t in reference],
+                                  spaces=[bool(t.whitespace_) for t in reference], tags=tags), reference)
+            elif self.gold_preproc or reference.has_unknown_spaces:
                 yield Example(predicted_doc(reference), reference)
             else:
                 yield Example(nlp.make_doc(reference.text), reference)
@@ -96,14 +104,17 @@ class DocumentsCorpus:
 
 @registry.readers(DOCUMENTS_CORPUS)
 def create_documents_corpus(path: Optional[Union[str, Path]], sentences_per_doc: int = 0,
-                            limit: int = 0, gold_preproc: bool = True
+                            limit: int = 0, gold_preproc: bool = True, predicted_tags: bool = False
                             ) -> Callable[[Language], Iterable[Example]]:
     """Read a .spacy file into Examples of whole documents, never split into sentences.
 
     sentences_per_doc: merge that many consecutive sentences (Docs) into one Doc; 0 keeps the
     Docs as stored. limit: stop after that many Docs (0: all). gold_preproc: true gives the
     predicted Docs the gold tokens; false tokenizes the text with the pipeline's tokenizer, as
-    spacy.Corpus.v1 does (the Docs are still not split into sentences).
+    spacy.Corpus.v1 does (the Docs are still not split into sentences). predicted_tags: the
+    predicted Docs carry the tags stored with each Doc by `python -m spacy_structperc jackknife`
+    (spacy_structperc/jackknife.py), for a component trained behind a tagger that is not run
+    on the training text (S037 for a Doc without them); the gold annotation is the reference's.
     """
     return DocumentsCorpus(path, sentences_per_doc=sentences_per_doc, limit=limit,
-                           gold_preproc=gold_preproc)
+                           gold_preproc=gold_preproc, predicted_tags=predicted_tags)

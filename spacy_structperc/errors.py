@@ -304,6 +304,17 @@ class Errors(metaclass=ErrorsWithCodes):
             "weights (the clause identifier has several; a parser with a reranker has the reranker "
             "its copy trained), or is not among those averaged. Components that can be: {available}.")
     S425 = ("prune_below for component '{name}' must be a number >= 0; got {value!r}.")
+    # S430-S439: jackknifed tags (spacy_structperc/jackknife.py) and the reader that reads them.
+    S430 = ("Doc {i} of {path} has no jackknifed tags (one string per token in "
+            "doc.user_data['structperc_jackknifed_tags']), which predicted_tags = true reads. Make "
+            "the file with `python -m spacy_structperc jackknife CONFIG TRAIN OUTPUT`, or set "
+            "predicted_tags = false.")
+    S431 = ("jackknife: folds must be an integer from 2 to the number of training Docs ({n}); got "
+            "{value!r}.")
+    S432 = ("jackknife: the pipeline trained from {config} has no component '{component}' (it has "
+            "{names}); pass --component with the name of its tagger.")
+    S433 = ("predicted_tags = true of the {reader} reader needs sentences_per_doc = 0 and "
+            "gold_preproc = true: the stored tags are one per gold token of each stored Doc.")
 
 
 class Warnings(metaclass=ErrorsWithCodes):

@@ -52,7 +52,9 @@ def tagger_parser(data_dir, tmp_path):
 
 def pos(data_dir, tagger_parser_nlp, tmp_path):
     """configs/pos.cfg in miniature: a universal POS tagger that reads the fine tags of the
-    tagger + parser pipeline's tagger (sourced, tagging its training text first)."""
+    tagger + parser pipeline's tagger (sourced). It trains on that tagger's own tags of its
+    training text instead of jackknifed ones (tests/pipeline/test_jackknife.py): what is tested
+    here is the assembly."""
     from spacy.tokens import DocBin
 
     from conllu_data import read_conllu

@@ -56,7 +56,7 @@ def test_the_workflow_is_the_readme_first_command():
     first = re.search(r"```bash\n(.*?)\n", readme).group(1)
     assert "spacy project run all ." in first and '".[project]"' in first
     steps = srsly.read_yaml(REPO_ROOT / "project.yml")["workflows"]["all"]
-    for step in ("train-parser", "train-pos", "train-chunker", "train-clauses", "train-ner", "assemble-pipeline",
+    for step in ("train-parser", "jackknife-tags", "train-pos", "train-chunker", "train-clauses", "train-ner", "assemble-pipeline",
                  "package-pipeline", "evaluate-pipeline"):
         assert step in steps
     assert steps[-1] == "try-pipeline"
