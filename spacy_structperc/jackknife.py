@@ -92,10 +92,11 @@ def jackknife_tags(config: Union[str, Path], train: Union[str, Path], output: Un
                 tags[i] = row
     right = total = 0
     out_bin = DocBin(store_user_data=True)
-    for doc, row in zip(docs, tags):
-        doc.user_data[TAGS_KEY] = row
+    for doc, held_out in zip(docs, tags):
+        assert held_out is not None   # every Doc is in one fold
+        doc.user_data[TAGS_KEY] = held_out
         if doc.has_annotation("TAG"):
-            right += sum(t.tag_ == p for t, p in zip(doc, row))
+            right += sum(t.tag_ == p for t, p in zip(doc, held_out))
             total += len(doc)
         out_bin.add(doc)
     output.parent.mkdir(parents=True, exist_ok=True)
