@@ -180,23 +180,17 @@ def train_and_assemble(root: Path, out: Path, tagger_parser: str, epochs: int, q
 
     train_args = ["--training.max_epochs", str(epochs)] + (["--corpora.train.limit", "300", "--corpora.dev.limit", "100"] if quick else [])
     runs: Dict[str, Any] = {}
-    if not tagger_parser or not Path(tagger_parser).exists():
-        ewt = out / "ewt"
-        ewt.mkdir(parents=True, exist_ok=True)
-        paths = {}
-        for split in ("train", "dev"):
-            src = C.find_split_file(root / "ud_en_ewt", split, f"*-ud-{split}.conllu")
-            paths[split] = ewt / f"{split}.spacy"
-            C.conllu_to_docbins(src, {"gold": paths[split]}, limit=1000 if quick else 0)
-        runs["tagger_parser"] = C.spacy_train(C.REPO_ROOT / "configs" / "parser.cfg", out / "tagger_parser",
-                                              paths["train"], paths["dev"], overrides=train_args)
-        tagger_parser = runs["tagger_parser"]["model_dir"]
-    ewt = out / "ewt_sentences"
+    # EWT train and dev, one Doc per sentence: for the tagger + parser when trained here, and pos.cfg.
+    ewt = out / "ewt"
     splits = {}
     for split in ("train", "dev"):
         splits[split] = ewt / f"{split}.spacy"
         C.conllu_to_docbins(C.find_split_file(root / "ud_en_ewt", split, f"*-ud-{split}.conllu"),
                             {"gold": splits[split]}, limit=1000 if quick else 0)
+    if not tagger_parser or not Path(tagger_parser).exists():
+        runs["tagger_parser"] = C.spacy_train(C.REPO_ROOT / "configs" / "parser.cfg", out / "tagger_parser",
+                                              splits["train"], splits["dev"], overrides=train_args)
+        tagger_parser = runs["tagger_parser"]["model_dir"]
     # pos.cfg trains on the training split's tags jackknifed over five folds (as project.yml's
     # jackknife-tags makes them, with tagger.cfg's own budget here).
     jackknifed = ewt / "train.jackknifed.spacy"

@@ -60,11 +60,11 @@ def _merged(group: List[Doc]) -> Doc:
     return merged
 
 
-def predicted_doc(reference: Doc) -> Doc:
-    """The words and spaces of `reference`, nothing else: what a component sees at the start
-    of a pipeline, with the gold tokenization."""
+def predicted_doc(reference: Doc, tags: Optional[List[str]] = None) -> Doc:
+    """The words and spaces of `reference`, nothing else (but `tags`, when given): what a
+    component sees at the start of a pipeline (or behind a tagger), with the gold tokenization."""
     return Doc(reference.vocab, words=[t.text for t in reference],
-               spaces=[bool(t.whitespace_) for t in reference])
+               spaces=[bool(t.whitespace_) for t in reference], tags=tags)
 
 
 class DocumentsCorpus:
@@ -93,9 +93,7 @@ class DocumentsCorpus:
             if self.limit and i >= self.limit:
                 break
             if self.predicted_tags:
-                tags = stored_tags(reference, i, self.path)
-                yield Example(Doc(reference.vocab, words=[t.text for t in reference],
-                                  spaces=[bool(t.whitespace_) for t in reference], tags=tags), reference)
+                yield Example(predicted_doc(reference, stored_tags(reference, i, self.path)), reference)
             elif self.gold_preproc or reference.has_unknown_spaces:
                 yield Example(predicted_doc(reference), reference)
             else:
