@@ -221,12 +221,38 @@ def run_spacy(paths: Dict[str, str], out_dir: str, max_steps: int, extra: Sequen
 
 
 def run_default(paths: Dict[str, str], out_dir: str, config: str, overrides: Sequence[str],
-                setting: str = "default", predict_repeats: int = 1) -> Dict[str, Any]:
+                setting: str = "default", predict_repeats: int = 1,
+                other_widths: Sequence[int] = ()) -> Dict[str, Any]:
+    """The config trained and scored; with other_widths, the same model also parses with each
+    of those beam widths (predict_beam_width), each an extra row "<setting>, parsing with beam W"
+    (dev UAS / LAS from the model's own dev pass, test scores and words/s)."""
     out = Path(out_dir)
     run = C.spacy_train(Path(config), out / "model", paths["train"], paths["dev"],
                         overrides=list(overrides), log_path=out / "train.log")
-    return _evaluate(paths, run["model_dir"], run, run.get("model_dev_scores") or {}, overrides,
-                     setting, predict_repeats)
+    result = _evaluate(paths, run["model_dir"], run, run.get("model_dev_scores") or {}, overrides,
+                       setting, predict_repeats)
+    for width in other_widths:
+        result["extra_rows"][f"{setting.split(', parsing with')[0]}, parsing with beam {width}"] = \
+            _at_width(paths, run["model_dir"], width, predict_repeats)
+    return result
+
+
+def _at_width(paths: Dict[str, str], model_dir: str, width: int, predict_repeats: int) -> Dict[str, Any]:
+    """Dev and test scores and test words/s of a beam model parsing with `width` hypotheses."""
+    import spacy
+
+    import spacy_structperc  # noqa: F401
+
+    nlp = spacy.load(model_dir)
+    parser = nlp.get_pipe("parser")
+    parser.cfg["predict_beam_width"] = width
+    dev_gold = C.load_docs(Path(paths["dev"]), nlp.vocab)
+    dev = _score(list(nlp.pipe(C.unannotated_copies(dev_gold, nlp.vocab), batch_size=1000)), dev_gold)
+    gold = C.load_docs(Path(paths["test"]), nlp.vocab)
+    preds, wps = _time_parse(nlp, lambda: C.unannotated_copies(gold, nlp.vocab), predict_repeats)
+    metrics = _score(preds, gold)
+    metrics.update({"dev_dep_uas": dev["dep_uas"], "dev_dep_las": dev["dep_las"], "predict_wps": wps})
+    return metrics
 
 
 def run_averaged(paths: Dict[str, str], out_dir: str, config: str, overrides: Sequence[str],
@@ -349,12 +375,17 @@ def main(argv=None) -> int:
         beam_config = C.REPO_ROOT / "configs" / BEAM_CONFIG
         from spacy.util import load_config
 
-        width = load_config(beam_config)["components"]["parser"]["beam_width"]
+        beam_parser = load_config(beam_config)["components"]["parser"]
+        width, predict_width = beam_parser["beam_width"], beam_parser.get("predict_beam_width")
         beam_setting = f"parser.cfg with beam {width}, max-violation"
+        if predict_width and predict_width != width:
+            beam_setting += f", parsing with beam {predict_width}"
         jobs.append(job(OURS, beam_setting, "run_default",
                         {"paths": paths, "out_dir": str(run_dir / C.slug(beam_setting)),
                          "setting": beam_setting, "config": str(beam_config),
-                         "overrides": gold_preproc + quick_train}))
+                         "overrides": gold_preproc + quick_train,
+                         # the same model parsing with the width it was trained with, side by side
+                         "other_widths": [width] if predict_width and predict_width != width else []}))
     if "levers" in parts:
         wanted = [x.strip() for x in args.levers.split(";")] if args.levers else list(LEVERS)
         for name in wanted:

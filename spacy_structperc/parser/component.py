@@ -152,8 +152,8 @@ class ParseBatch(List[Tuple[numpy.ndarray, numpy.ndarray]]):
 class StructuredParser(PerceptronPipe):
     """Assigns `token.head`, `token.dep_` and sentence boundaries with a structured perceptron.
 
-    The settings (decoder, lookahead_depth, label_candidates, beam_width, update, margin,
-    min_label_freq, min_feature_freq, root_label) are documented on the factory,
+    The settings (decoder, lookahead_depth, label_candidates, beam_width, predict_beam_width,
+    update, margin, min_label_freq, min_feature_freq, root_label) are documented on the factory,
     `spacy_structperc.parser.factory.make_parser`.
     """
 
@@ -167,7 +167,7 @@ class StructuredParser(PerceptronPipe):
                  scorer=None, reranker: Optional[dict] = None,
                  transition_system: str = "arc-standard", oracle: str = "static",
                  explore: float = 0.0, explore_after: int = 0, word_dropout: float = 0.0,
-                 break_bias: float = 0.0):
+                 break_bias: float = 0.0, predict_beam_width: Optional[int] = None):
         _choice(name, "decoder", decoder, DECODERS)
         _choice(name, "transition_system", transition_system, SYSTEMS)
         _choice(name, "oracle", oracle, ORACLES)
@@ -188,6 +188,10 @@ class StructuredParser(PerceptronPipe):
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
                 raise ValueError(Errors.S012.format(setting=setting, name=name, value=value,
                                                     requirement=f"an integer >= {low}"))
+        if predict_beam_width is not None and (not isinstance(predict_beam_width, int)
+                                               or isinstance(predict_beam_width, bool) or predict_beam_width < 1):
+            raise ValueError(Errors.S012.format(setting="predict_beam_width", name=name, value=predict_beam_width,
+                                                requirement="null or an integer >= 1"))
         if not margin >= 0:
             raise ValueError(Errors.S012.format(setting="margin", name=name, value=margin, requirement=">= 0"))
         if not (isinstance(break_bias, (int, float)) and not isinstance(break_bias, bool)
@@ -205,7 +209,7 @@ class StructuredParser(PerceptronPipe):
                          root_label=root_label, reranker=reranker,
                          transition_system=transition_system, oracle=oracle, explore=float(explore),
                          explore_after=explore_after, word_dropout=float(word_dropout),
-                         break_bias=float(break_bias))
+                         break_bias=float(break_bias), predict_beam_width=predict_beam_width)
         self._epoch = 0
         self._reset_reranker()
         self._labels_changed()
@@ -383,7 +387,7 @@ class StructuredParser(PerceptronPipe):
     def _decoder_setting(self) -> Tuple[str, int]:
         """The decoder ("greedy" or "beam") and its parameter (lookahead depth, beam width)."""
         if self.cfg["decoder"] == "beam":
-            return "beam", self.cfg["beam_width"]
+            return "beam", self.cfg.get("predict_beam_width") or self.cfg["beam_width"]
         return "greedy", self.cfg["lookahead_depth"]
 
     def predict(self, docs: Iterable[Doc]) -> List[Tuple[numpy.ndarray, numpy.ndarray]]:

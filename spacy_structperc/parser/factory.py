@@ -36,6 +36,7 @@ clusters = false
         "lookahead_depth": 0,
         "label_candidates": 1,
         "beam_width": 8,
+        "predict_beam_width": None,
         "update": "max-violation",
         "margin": 0.0,
         "min_label_freq": 10,
@@ -59,7 +60,8 @@ def make_parser(nlp: Language, name: str, model: ParserModel, decoder: str, look
                 scorer: Optional[Callable], reranker: Optional[dict] = None,
                 transition_system: str = "arc-standard", oracle: str = "static",
                 explore: float = 0.0, explore_after: int = 0,
-                word_dropout: float = 0.0, break_bias: float = 0.0) -> StructuredParser:
+                word_dropout: float = 0.0, break_bias: float = 0.0,
+                predict_beam_width: Optional[int] = None) -> StructuredParser:
     """A labelled arc-standard dependency parser writing heads, labels and sentence boundaries.
 
     Boundaries already on the Doc are kept (each sentence is parsed on its own); otherwise the
@@ -72,6 +74,9 @@ def make_parser(nlp: Language, name: str, model: ParserModel, decoder: str, look
     label_candidates: the best k labels of each arc direction the search branches over
         (0 = all labels).
     beam_width: beam only: hypotheses kept.
+    predict_beam_width: beam only: hypotheses kept when parsing (not in training, nor for the
+        reranker's k-best lists); null = beam_width. A model trained with a wide beam parses
+        about as well with a narrower one, and faster (configs/parser_beam.cfg).
     update: beam only: "standard", "early", "max-violation", "latest" or "hybrid".
     margin: greedy only: the margin by which the gold action must win in training (>= 0).
     min_label_freq: labels seen fewer times in training are backed off (a decorated label to

@@ -188,6 +188,37 @@ def test_break_bias_leaves_training_alone():
     assert plain.model.to_bytes() == biased.model.to_bytes()
 
 
+def test_predict_beam_width_narrows_the_beam_when_parsing_only(tmp_path):
+    beam = dict(DECODERS["beam-max-violation"])
+    _, plain = train(beam, epochs=3)
+    nlp, parser = train({**beam, "predict_beam_width": 1}, epochs=3)
+    # Training reads beam_width alone.
+    assert parser.model.to_bytes() == plain.model.to_bytes()
+    rng = numpy.random.default_rng(0)
+    vocab_words = sorted({w for words, *_ in TRAIN_DATA for w in words})
+    tagset = sorted({t for _, tags, *_ in TRAIN_DATA for t in tags})
+    docs = [([str(w) for w in rng.choice(vocab_words, n)], [str(t) for t in rng.choice(tagset, n)])
+            for n in rng.integers(3, 9, size=60)]
+
+    def parses(beam_width, predict_beam_width):
+        parser.cfg["beam_width"], parser.cfg["predict_beam_width"] = beam_width, predict_beam_width
+        return [[(t.head.i, t.dep_) for t in nlp(Doc(nlp.vocab, words=w, tags=t))] for w, t in docs]
+
+    one, four = parses(1, None), parses(4, None)
+    assert one != four          # the two widths disagree somewhere, so the test can tell them apart
+    assert parses(4, 1) == one
+    assert parses(1, 4) == four
+    # Saved and loaded with the pipe.
+    parser.cfg["beam_width"], parser.cfg["predict_beam_width"] = 4, 1
+    nlp.to_disk(tmp_path / "nlp")
+    nlp = spacy.load(tmp_path / "nlp")
+    parser = nlp.get_pipe("structperc_parser")
+    assert (parser.cfg["beam_width"], parser.cfg["predict_beam_width"]) == (4, 1)
+    # (The saved weights are float16, so the loaded model is compared with itself.)
+    as_loaded = [[(t.head.i, t.dep_) for t in nlp(Doc(nlp.vocab, words=w, tags=t))] for w, t in docs]
+    assert as_loaded == parses(1, None)
+
+
 def test_losses_count_wrong_decisions_and_updates():
     nlp, parser = make_nlp()
     egs = examples(nlp)
@@ -423,7 +454,8 @@ def test_use_before_initialize_raises():
 
 def test_invalid_settings_raise_coded_errors():
     for config in ({"decoder": "viterbi"}, {"update": "sometimes"}, {"lookahead_depth": -1},
-                   {"beam_width": 0}, {"label_candidates": -2}, {"margin": -1.0}):
+                   {"beam_width": 0}, {"label_candidates": -2}, {"margin": -1.0},
+                   {"predict_beam_width": 0}, {"predict_beam_width": -3}):
         with pytest.raises(ValueError, match=r"S00[8]|S012"):
             make_nlp(config)
     # A config cannot hold an infinite number (spaCy refuses it), but the class can be given one.
@@ -431,6 +463,9 @@ def test_invalid_settings_raise_coded_errors():
     for bias in (float("nan"), float("inf"), True):
         with pytest.raises(ValueError, match=r"S012.*break_bias"):
             StructuredParser(nlp.vocab, parser.model, break_bias=bias)
+    for width in (True, 2.0, 0):
+        with pytest.raises(ValueError, match=r"S012.*predict_beam_width"):
+            StructuredParser(nlp.vocab, parser.model, predict_beam_width=width)
 
 
 # The CLI ------------------------------------------------------------------------------------------
