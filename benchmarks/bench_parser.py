@@ -37,7 +37,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any, Dict, List, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as C  # noqa: E402
@@ -222,18 +222,17 @@ def run_spacy(paths: Dict[str, str], out_dir: str, max_steps: int, extra: Sequen
 
 def run_default(paths: Dict[str, str], out_dir: str, config: str, overrides: Sequence[str],
                 setting: str = "default", predict_repeats: int = 1,
-                other_widths: Sequence[int] = ()) -> Dict[str, Any]:
-    """The config trained and scored; with other_widths, the same model also parses with each
-    of those beam widths (predict_beam_width), each an extra row "<setting>, parsing with beam W"
-    (dev UAS / LAS from the model's own dev pass, test scores and words/s)."""
+                other_widths: Optional[Dict[str, int]] = None) -> Dict[str, Any]:
+    """The config trained and scored; other_widths ({row setting: beam width}): the same model
+    also parses with each width (predict_beam_width), each an extra row (dev UAS / LAS from the
+    model's own dev pass, test scores and words/s)."""
     out = Path(out_dir)
     run = C.spacy_train(Path(config), out / "model", paths["train"], paths["dev"],
                         overrides=list(overrides), log_path=out / "train.log")
     result = _evaluate(paths, run["model_dir"], run, run.get("model_dev_scores") or {}, overrides,
                        setting, predict_repeats)
-    for width in other_widths:
-        result["extra_rows"][f"{setting.split(', parsing with')[0]}, parsing with beam {width}"] = \
-            _at_width(paths, run["model_dir"], width, predict_repeats)
+    for row, width in (other_widths or {}).items():
+        result["extra_rows"][row] = _at_width(paths, run["model_dir"], width, predict_repeats)
     return result
 
 
@@ -377,15 +376,16 @@ def main(argv=None) -> int:
 
         beam_parser = load_config(beam_config)["components"]["parser"]
         width, predict_width = beam_parser["beam_width"], beam_parser.get("predict_beam_width")
-        beam_setting = f"parser.cfg with beam {width}, max-violation"
-        if predict_width and predict_width != width:
+        beam_setting = base_setting = f"parser.cfg with beam {width}, max-violation"
+        narrower = bool(predict_width) and predict_width != width
+        if narrower:
             beam_setting += f", parsing with beam {predict_width}"
         jobs.append(job(OURS, beam_setting, "run_default",
                         {"paths": paths, "out_dir": str(run_dir / C.slug(beam_setting)),
                          "setting": beam_setting, "config": str(beam_config),
                          "overrides": gold_preproc + quick_train,
                          # the same model parsing with the width it was trained with, side by side
-                         "other_widths": [width] if predict_width and predict_width != width else []}))
+                         "other_widths": {f"{base_setting}, parsing with beam {width}": width} if narrower else {}}))
     if "levers" in parts:
         wanted = [x.strip() for x in args.levers.split(";")] if args.levers else list(LEVERS)
         for name in wanted:
