@@ -485,7 +485,7 @@ cdef class FrozenRows:
         float32, float16, or int8 with float32 `scales` (one per row: a weight is scale * q).
         The arrays are kept alive by this table; the keys (distinct) are hashed in one C pass
         into a table sized for them. The rows are averaged weights; training them again first
-        copies them into dense float32 weights.
+        copies them into float32 weights.
         """
         keys = numpy.ascontiguousarray(keys, dtype=numpy.uint64)
         cdef size_t n = keys.shape[0]

@@ -8,7 +8,7 @@ from libc.stdlib cimport calloc
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
 
 from .typedefs cimport hash_t, weight_t
-from .weights cimport AveragedWeights
+from .weights cimport CHUNK, AveragedWeights, cell_of, chunk_of
 from .hashtable cimport _bucket, _round_pow2
 import numpy
 
@@ -68,7 +68,8 @@ cdef class WeightsMixer:
             for i in range(n):
                 r = acc._insert(keys[i])
                 for c in range(<int>C):
-                    acc._W[r * C + c] += w_scale * W[i * C + c]
+                    if W[i * C + c] != 0:   # a zero would add nothing
+                        acc._cell_w(<size_t>r, c)[0] += w_scale * W[i * C + c]
                 if U != NULL and u_scale != 0.0:
                     for c in range(<int>C):
                         if U[i * C + c] != 0.0:
@@ -98,17 +99,22 @@ cdef class WeightsMixer:
         cdef double u_scale = coef / <double>table.clock if table.clock > 0 else 0.0
         cdef weight_t w_scale = <weight_t>coef
         cdef AveragedWeights acc = self._acc
-        cdef int c, w
+        cdef int c, w, k, j
         cdef int64_t dst
         cdef uint64_t bits
+        cdef const weight_t* chunk
         with nogil:
             for i in range(table._capacity):
                 if table._table[i].key == 0:
                     continue
                 r = table._table[i].row
                 dst = acc._insert(table._table[i].key)
-                for c in range(<int>C):
-                    acc._W[dst * C + c] += w_scale * table._W[r * C + c]
+                for k in range(table._kpr):
+                    chunk = chunk_of(table, <size_t>r, k)
+                    if chunk == NULL:
+                        continue
+                    for j in range(min(<int>CHUNK, <int>C - k * CHUNK)):
+                        acc._cell_w(<size_t>dst, k * CHUNK + j)[0] += w_scale * chunk[j]
                 if table._U != NULL and u_scale != 0.0:
                     for w in range(table._mask_words):
                         bits = table._umask[r * table._mask_words + w]
@@ -151,11 +157,11 @@ cdef class WeightsMixer:
             clock = 1
         cdef weight_t w_scale = <weight_t>(1.0 / self._sum_coef)
         cdef double u_scale = <double>clock / self._sum_coef
-        cdef size_t i, n = acc.n_rows * acc.n_classes
+        cdef size_t i
         with nogil:
-            if self._sum_coef != 1.0:
-                for i in range(n):
-                    acc._W[i] *= w_scale
+            if self._sum_coef != 1.0:   # every chunk is some row's
+                for i in range(acc._pool_used * CHUNK):
+                    acc._pool[i] *= w_scale
             for i in range(acc._u_capacity):
                 if acc._U[i].key != 0:
                     acc._U[i].value *= u_scale
@@ -283,7 +289,7 @@ def _journal_cells(AveragedWeights self):
             if self._cell_out(<size_t>r, c, nw[i]):
                 ok[at] = k[i]
                 oc[at] = c
-                ow[at] = self._W[r * C + c]
+                ow[at] = cell_of(self, <size_t>r, c)
                 ou[at] = self._u_at(r, c)
                 at += 1
     return out_keys, out_cols, out_W, out_U, numpy.ascontiguousarray(keys[is_new])
@@ -325,7 +331,7 @@ def _get_cells(AveragedWeights self, keys, cols):
         for i in range(<size_t>k.shape[0]):
             r = self.find(k[i])
             if r >= 0:
-                w[i] = self._W[r * C + c[i]]
+                w[i] = cell_of(self, <size_t>r, c[i])
                 u[i] = self._u_at(r, c[i])
     return W, U
 
@@ -359,7 +365,8 @@ def _set_cells(AveragedWeights self, keys, cols, W, U):
     with nogil:
         for i in range(<size_t>k.shape[0]):
             r = self._insert_zero(k[i])
-            self._W[r * C + c[i]] = w[i]
+            if w[i] != 0 or chunk_of(self, <size_t>r, c[i] // CHUNK) != NULL:
+                self._cell_w(<size_t>r, c[i])[0] = w[i]
             if u[i] != 0.0:
                 self._u_slot(r, c[i])[0] = u[i]
             elif self._umask != NULL and (self._umask[r * self._mask_words + c[i] // 64] >> (c[i] % 64)) & 1:
@@ -374,7 +381,7 @@ def _replay_mix(AveragedWeights self, w_factors, double w_scale, u_factors, doub
     if clock < 0:
         raise ValueError(f"clock must be >= 0, got {clock}")
     self._thaw()
-    cdef size_t i, n = self.n_rows * self.n_classes
+    cdef size_t i, n = self._pool_used * CHUNK   # every chunk is some row's; absent ones stay zero
     cdef int j, nw = wf.shape[0], nu = uf.shape[0]
     cdef float acc, tmp, x, ws = <float>w_scale
     cdef bint scale_w = w_scale != 1.0
@@ -382,14 +389,14 @@ def _replay_mix(AveragedWeights self, w_factors, double w_scale, u_factors, doub
     with nogil:
         if nw:
             for i in range(n):
-                x = self._W[i]
+                x = self._pool[i]
                 acc = 0.0
                 for j in range(nw):
                     tmp = wf[j] * x
                     acc = acc + tmp
                 if scale_w:
                     acc = acc * ws
-                self._W[i] = acc
+                self._pool[i] = acc
         if self._U != NULL:
             for i in range(self._u_capacity):
                 if self._U[i].key != 0:
@@ -413,7 +420,7 @@ def _state_cells(AveragedWeights self):
     cdef double u
     for i in range(<size_t>r.shape[0]):
         for c in range(<int>C):
-            if self._W[r[i] * C + c] != 0 or self._u_at(r[i], c) != 0.0:
+            if cell_of(self, <size_t>r[i], c) != 0 or self._u_at(r[i], c) != 0.0:
                 n += 1
     cells = numpy.empty((n,), dtype=numpy.int64)
     W = numpy.empty((n,), dtype=numpy.float32)
@@ -424,9 +431,9 @@ def _state_cells(AveragedWeights self):
     for i in range(<size_t>r.shape[0]):
         for c in range(<int>C):
             u = self._u_at(r[i], c)
-            if self._W[r[i] * C + c] != 0 or u != 0.0:
+            if cell_of(self, <size_t>r[i], c) != 0 or u != 0.0:
                 oc[at] = <int64_t>(i * C + c)
-                ow[at] = self._W[r[i] * C + c]
+                ow[at] = cell_of(self, <size_t>r[i], c)
                 ou[at] = u
                 at += 1
     return keys, cells, W, U, self.clock
@@ -459,7 +466,8 @@ def _load_cells(AveragedWeights self, keys, cells, W, U, int64_t clock=0):
             self._insert_zero(k[i])
         for i in range(<size_t>cl.shape[0]):
             r = cl[i] // <int64_t>C       # rows were created in key order
-            self._W[cl[i]] = w[i]
+            if w[i] != 0:
+                self._cell_w(<size_t>r, <int>(cl[i] % <int64_t>C))[0] = w[i]
             if u[i] != 0.0:
                 self._u_slot(r, <int>(cl[i] % <int64_t>C))[0] = u[i]
     self.clock = clock

@@ -8,12 +8,12 @@ the hash table of hashtable.pxd. Mixing tables trained apart is in mixing.pyx.
 from libc.stdlib cimport calloc, free, malloc, realloc
 from libc.string cimport memcpy, memset
 from libc.math cimport NAN
-from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 cimport cython
 import numpy
 
 from .typedefs cimport hash_t, weight_t
-from .weights cimport UEntry, FrozenRows, FROZEN_NONE
+from .weights cimport CHUNK, UEntry, FrozenRows, FROZEN_NONE, cell_of, chunk_of
 from .frozen cimport _row_from
 from .hashtable cimport Bucket, _bucket, _round_pow2, find_block, prefetch, rehash, slot_of
 from .templates cimport mix64, TIED_BIT
@@ -40,7 +40,11 @@ cdef class AveragedWeights(FrozenRows):
     def __cinit__(self, int n_classes, size_t n_buckets=1 << 16):
         # FrozenRows.__cinit__ has checked n_classes and made the key table.
         self._rows_capacity = 0
-        self._W = NULL
+        self._pool = NULL
+        self._pool_used = 0
+        self._pool_cap = 0
+        self._rowmap = NULL
+        self._kpr = (n_classes + CHUNK - 1) // CHUNK
         self._U = NULL
         self._u_capacity = 0
         self._u_count = 0
@@ -63,7 +67,8 @@ cdef class AveragedWeights(FrozenRows):
         # FrozenRows.__dealloc__ frees the key table and the hot rows. No method is called
         # here: when FrozenRows.__cinit__ refuses the arguments, this runs on an object whose
         # method table is still FrozenRows' (and whose pointers are all NULL).
-        free(self._W)
+        free(self._pool)
+        free(self._rowmap)
         free(self._U)
         free(self._umask)
         free(self._avg)
@@ -81,9 +86,104 @@ cdef class AveragedWeights(FrozenRows):
         return self._u_count
 
     @property
+    def n_chunks(self):
+        """How many chunks of 16 classes the current weights hold: those updates (or loaded
+        nonzero weights) have written. A table read in place (load_frozen) holds none."""
+        return self._pool_used
+
+    @property
     def averages_materialized(self):
         """Whether average() has made a copy of the averaged weights that is still valid."""
         return self._avg_valid
+
+    # The rows' chunks (see weights.pxd). Each class of a row is read and written as before, one
+    # float each, so every sum is the same to the bit: an absent chunk reads as zeros.
+
+    cdef weight_t* _chunk_w(self, size_t r, int k) except NULL nogil:
+        # Row r's chunk k, made (at zero) if it has none. It may move the pool: pointers into it
+        # from before are stale.
+        cdef uint32_t* at = &self._rowmap[r * <size_t>self._kpr + <size_t>k]
+        cdef size_t cap
+        cdef weight_t* pool
+        if at[0] == 0:
+            if self._pool_used == self._pool_cap:
+                cap = max(self._pool_cap * 2, <size_t>1024)
+                if cap > <size_t>0xFFFFFFFF:
+                    cap = <size_t>0xFFFFFFFF
+                if cap <= self._pool_used:
+                    with gil:
+                        raise MemoryError("too many weight chunks")
+                pool = <weight_t*>realloc(self._pool, cap * CHUNK * sizeof(weight_t))
+                if pool == NULL:
+                    with gil:
+                        raise MemoryError("could not grow the weight rows")
+                self._pool = pool
+                self._pool_cap = cap
+            memset(&self._pool[self._pool_used * CHUNK], 0, CHUNK * sizeof(weight_t))
+            self._pool_used += 1
+            at[0] = <uint32_t>self._pool_used
+        return &self._pool[<size_t>(at[0] - 1) * CHUNK]
+
+    cdef weight_t* _cell_w(self, size_t r, int c) except NULL nogil:
+        return self._chunk_w(r, c // CHUNK) + c % CHUNK
+
+    cdef void _row_into(self, size_t r, weight_t* out) noexcept nogil:
+        # out[:n_classes] = row r.
+        cdef int k, C = self.n_classes
+        cdef int lo, n
+        cdef const weight_t* chunk
+        for k in range(self._kpr):
+            lo = k * CHUNK
+            n = min(CHUNK, C - lo)
+            chunk = chunk_of(self, r, k)
+            if chunk == NULL:
+                memset(&out[lo], 0, n * sizeof(weight_t))
+            else:
+                memcpy(&out[lo], chunk, n * sizeof(weight_t))
+
+    cdef void _row_add(self, size_t r, weight_t* scores) noexcept nogil:
+        # scores[:n_classes] += row r (an absent chunk adds nothing, as its zeros would).
+        cdef int k, j, C = self.n_classes
+        cdef int lo, n
+        cdef const weight_t* chunk
+        for k in range(self._kpr):
+            chunk = chunk_of(self, r, k)
+            if chunk != NULL:
+                lo = k * CHUNK
+                n = min(CHUNK, C - lo)
+                for j in range(n):
+                    scores[lo + j] += chunk[j]
+
+    cdef int _row_set(self, size_t r, const weight_t* src) except -1 nogil:
+        # Row r = src[:n_classes]; a chunk of zeros is made only where the row has one already.
+        cdef int k, j, C = self.n_classes
+        cdef int lo, n
+        cdef bint nonzero
+        cdef weight_t* chunk
+        for k in range(self._kpr):
+            lo = k * CHUNK
+            n = min(CHUNK, C - lo)
+            nonzero = chunk_of(self, r, k) != NULL
+            j = 0
+            while not nonzero and j < n:
+                nonzero = src[lo + j] != 0
+                j += 1
+            if nonzero:
+                chunk = self._chunk_w(r, k)
+                memcpy(chunk, &src[lo], n * sizeof(weight_t))
+        return 0
+
+    cdef void _row_clear(self, size_t r) noexcept nogil:
+        # Row r reads as zeros (its chunks, if any, are left unused).
+        memset(&self._rowmap[r * <size_t>self._kpr], 0, self._kpr * sizeof(uint32_t))
+
+    cdef void _free_rows(self) noexcept nogil:
+        free(self._pool)
+        free(self._rowmap)
+        self._pool = NULL
+        self._rowmap = NULL
+        self._pool_used = 0
+        self._pool_cap = 0
 
     cdef int64_t _insert(self, hash_t key) except -1 nogil:
         """Return the row of key, creating a zero row if it is new (a row to write to: loaded
@@ -104,20 +204,22 @@ cdef class AveragedWeights(FrozenRows):
         self._table[b].key = key
         self._table[b].row = row
         self.n_rows += 1
-        memset(&self._W[row * self.n_classes], 0, self.n_classes * sizeof(weight_t))
+        self._row_clear(row)
         if self._umask != NULL:
             memset(&self._umask[row * self._mask_words], 0, self._mask_words * sizeof(uint64_t))
         if self.noise_scale != 0.0:
-            self._init_noise(key, &self._W[row * self.n_classes])
+            self._init_noise(key, row)
         return row
 
-    cdef void _init_noise(self, hash_t key, weight_t* row) noexcept nogil:
+    cdef int _init_noise(self, hash_t key, int64_t row) except -1 nogil:
         # A pure function of (seed, key, class): runs that see features in any order agree.
         cdef int c
         cdef hash_t h
         for c in range(self.n_classes):
             h = mix64(key ^ mix64(self.noise_seed + <hash_t>c * 0x9e3779b97f4a7c15ULL))
-            row[c] = <weight_t>(self.noise_scale * ((<double>(h >> 11) / 9007199254740992.0) * 2.0 - 1.0))
+            self._cell_w(<size_t>row, c)[0] = <weight_t>(
+                self.noise_scale * ((<double>(h >> 11) / 9007199254740992.0) * 2.0 - 1.0))
+        return 0
 
     cdef int _grow_table(self) except -1 nogil:
         cdef Bucket* table = rehash(self._table, self._capacity, self._capacity * 2)
@@ -129,12 +231,11 @@ cdef class AveragedWeights(FrozenRows):
         return 0
 
     cdef int _grow_rows(self, size_t n) except -1 nogil:
-        cdef size_t C = self.n_classes
-        cdef weight_t* W = <weight_t*>realloc(self._W, n * C * sizeof(weight_t))
-        if W == NULL:
+        cdef uint32_t* rowmap = <uint32_t*>realloc(self._rowmap, n * <size_t>self._kpr * sizeof(uint32_t))
+        if rowmap == NULL:
             with gil:
                 raise MemoryError("could not grow the weight rows")
-        self._W = W
+        self._rowmap = rowmap
         cdef uint64_t* umask
         if self._umask != NULL:
             umask = <uint64_t*>realloc(self._umask, n * self._mask_words * sizeof(uint64_t))
@@ -155,29 +256,47 @@ cdef class AveragedWeights(FrozenRows):
             return 0
         cdef size_t C = self.n_classes
         cdef size_t cap = max(self.n_rows, <size_t>1024)
-        cdef weight_t* W = <weight_t*>calloc(cap * C, sizeof(weight_t))
-        if W == NULL:
-            with gil:
-                raise MemoryError("could not allocate the weight rows")
+        # The rows of a table read in place are all there is (load_frozen released any others).
+        # The chunks are counted first, so that the pool is allocated once and filling it
+        # cannot fail half-way.
+        self._free_rows()
+        cdef size_t r, b, n_chunks = 0
+        cdef int k, j, lo, n
+        cdef int64_t v
+        cdef weight_t* row = <weight_t*>malloc(max(C, <size_t>1) * sizeof(weight_t))
+        if row != NULL:
+            for r in range(self.n_rows):
+                self._frozen_row(r, row)
+                for k in range(self._kpr):
+                    lo = k * CHUNK
+                    n = min(CHUNK, <int>C - lo)
+                    for j in range(n):
+                        if row[lo + j] != 0:
+                            n_chunks += 1
+                            break
+        self._rowmap = <uint32_t*>calloc(cap * <size_t>self._kpr, sizeof(uint32_t))
+        self._pool_cap = max(n_chunks, <size_t>1024)
+        self._pool = <weight_t*>malloc(self._pool_cap * CHUNK * sizeof(weight_t))
         # Buckets get their row index back (one pass through _rows_by_entry, not a search per
         # bucket).
-        cdef size_t r, b
-        cdef int64_t v
-        cdef int64_t* row_at = self._rows_by_entry()
+        cdef int64_t* row_at = NULL
+        if row != NULL and self._rowmap != NULL and self._pool != NULL and n_chunks < <size_t>0xFFFFFFFF:
+            row_at = self._rows_by_entry()
         if row_at == NULL:
-            free(W)
+            free(row)
+            self._free_rows()
             with gil:
                 raise MemoryError("could not allocate the weight rows")
         for r in range(self.n_rows):
-            self._frozen_row(r, &W[r * C])
+            self._frozen_row(r, row)
+            self._row_set(r, row)   # within the pool's capacity: no allocation
+        free(row)
         self._drop_hot_rows()
         for b in range(self._capacity):
             v = self._table[b].row
             if self._table[b].key != 0:
                 self._table[b].row = _row_from(v, row_at)
         free(row_at)
-        free(self._W)
-        self._W = W
         self._rows_capacity = cap
         with gil:
             self._forget_frozen()
@@ -258,8 +377,7 @@ cdef class AveragedWeights(FrozenRows):
     cdef void _averaged_row(self, int64_t r, weight_t* out) noexcept nogil:
         # Row r's averaged weights W - U / clock (W itself where no accumulator exists, which
         # is what the formula gives there).
-        cdef size_t C = self.n_classes
-        memcpy(out, &self._W[r * C], C * sizeof(weight_t))
+        self._row_into(<size_t>r, out)
         if self._U == NULL or self.clock == 0:
             return
         cdef double t = <double>self.clock
@@ -269,7 +387,7 @@ cdef class AveragedWeights(FrozenRows):
             bits = self._umask[r * self._mask_words + w]
             while bits:
                 c = w * 64 + ctz64(bits)
-                out[c] = _averaged(self._W[r * C + c], self._u_get(r, c), t)
+                out[c] = _averaged(out[c], self._u_get(r, c), t)
                 bits &= bits - 1
 
     cdef bint _averages_on_the_fly(self) noexcept nogil:
@@ -285,11 +403,12 @@ cdef class AveragedWeights(FrozenRows):
     cdef void add_rows(self, const hash_t* keys, int n_keys, weight_t* scores) noexcept nogil:
         # Lookups are cache misses, so they are issued in three passes (buckets, then rows,
         # then sums) to let the memory system serve them in parallel.
-        cdef int j, c, n_found = 0
+        cdef int j, c, k, n_found = 0
         cdef int C = self.n_classes
-        cdef const weight_t* base = self._avg if (self.use_averages and self._avg_valid) else self._W
+        cdef bint dense = self.use_averages and self._avg_valid
         cdef int64_t found[64]
         cdef const weight_t* w
+        cdef const weight_t* chunk
         cdef int start
         if self.frozen_type != FROZEN_NONE:
             self._add_frozen_rows(keys, n_keys, scores)
@@ -299,15 +418,26 @@ cdef class AveragedWeights(FrozenRows):
             return
         for start in range(0, n_keys, 64):
             n_found = find_block(self._table, self._capacity, keys, start, min(n_keys, start + 64), found)
+            if dense:   # average()'s materialized view: dense rows
+                for j in range(n_found):
+                    # Every cache line of the row: a parser's rows (~100 classes) span seven.
+                    w = &self._avg[found[j] * C]
+                    for c in range(0, C, 16):
+                        prefetch(&w[c])
+                for j in range(n_found):
+                    w = &self._avg[found[j] * C]
+                    for c in range(C):
+                        scores[c] += w[c]
+                continue
             for j in range(n_found):
-                # Every cache line of the row: a parser's rows (~100 classes) span seven.
-                w = &base[found[j] * C]
-                for c in range(0, C, 16):
-                    prefetch(&w[c])
+                prefetch(&self._rowmap[<size_t>found[j] * <size_t>self._kpr])
             for j in range(n_found):
-                w = &base[found[j] * C]
-                for c in range(C):
-                    scores[c] += w[c]
+                for k in range(self._kpr):
+                    chunk = chunk_of(self, <size_t>found[j], k)
+                    if chunk != NULL:
+                        prefetch(chunk)
+            for j in range(n_found):
+                self._row_add(<size_t>found[j], scores)
 
     cdef void score_prefix(self, const hash_t* keys, int n_keys, int m, weight_t* out) noexcept nogil:
         # out[:m] += classes 0..m-1 of the rows, the floats add_rows makes from out to the bit
@@ -338,23 +468,29 @@ cdef class AveragedWeights(FrozenRows):
 
     cdef void _add_averaged_rows(self, const hash_t* keys, int n_keys, weight_t* scores) noexcept nogil:
         # Scores with the average W - U / clock of each row, without a copy of the model.
-        cdef int i, c, w
+        cdef int i, c, j, k, lo, n
         cdef int C = self.n_classes
         cdef int words = self._mask_words
         cdef double clock = <double>self.clock
         cdef int64_t r
-        cdef const weight_t* row
+        cdef const weight_t* chunk
         cdef const uint64_t* bits
+        cdef weight_t x
         for i in range(n_keys):
             r = self.find(keys[i])
             if r >= 0:
-                row = &self._W[r * C]
                 bits = &self._umask[r * words]
-                for c in range(C):
-                    if bits[c >> 6] & ((<uint64_t>1) << (c & 63)):
-                        scores[c] += _averaged(row[c], self._u_get(r, c), clock)
-                    else:
-                        scores[c] += row[c]
+                for k in range(self._kpr):
+                    chunk = chunk_of(self, <size_t>r, k)
+                    lo = k * CHUNK
+                    n = min(CHUNK, C - lo)
+                    for j in range(n):
+                        c = lo + j
+                        x = 0 if chunk == NULL else chunk[j]
+                        if bits[c >> 6] & ((<uint64_t>1) << (c & 63)):
+                            scores[c] += _averaged(x, self._u_get(r, c), clock)
+                        elif chunk != NULL:
+                            scores[c] += x
 
     cdef int update(self, hash_t key, int clas, weight_t delta) except -1 nogil:
         if delta == 0:
@@ -371,7 +507,7 @@ cdef class AveragedWeights(FrozenRows):
             end = c + 1
         cdef double* u
         while c < end:
-            self._W[r * self.n_classes + c] += delta
+            self._cell_w(<size_t>r, c)[0] += delta
             u = self._u_slot(r, c)
             u[0] += <double>self.clock * <double>delta
             if self._dirty != NULL:
@@ -448,19 +584,20 @@ cdef class AveragedWeights(FrozenRows):
         """
         if self._U == NULL or self.clock == 0:
             return   # W is the average already
-        cdef size_t i, idx
+        cdef size_t i
         cdef double delta, t = <double>self.clock
         cdef weight_t avg
+        cdef weight_t* w
         cdef uint64_t key
         for i in range(self._u_capacity):
             key = self._U[i].key
             if key == 0:
                 continue
             key -= 1
-            idx = <size_t>(key >> 16) * self.n_classes + <size_t>(key & 0xffff)
-            avg = _averaged(self._W[idx], self._U[i].value, t)
-            delta = <double>avg - <double>self._W[idx]
-            self._W[idx] = avg
+            w = self._cell_w(<size_t>(key >> 16), <int>(key & 0xffff))
+            avg = _averaged(w[0], self._U[i].value, t)
+            delta = <double>avg - <double>w[0]
+            w[0] = avg
             self._U[i].value += t * delta
             if self._dirty != NULL:
                 self._journal_mark(<int64_t>(key >> 16), <int>(key & 0xffff))
@@ -477,24 +614,28 @@ cdef class AveragedWeights(FrozenRows):
             raise ValueError(f"n_classes must be at most {MAX_CLASSES}, got {n_classes}")
         self._thaw()
         self._drop_journal()
-        cdef size_t r, C_old = self.n_classes, C = n_classes
+        cdef size_t r
         cdef size_t cap = max(self._rows_capacity, 1)
         cdef int words_old = self._mask_words, words = (n_classes + 63) // 64
-        cdef weight_t* W = <weight_t*>calloc(cap * C, sizeof(weight_t))
+        # A chunk holds the same classes whatever n_classes is (the new ones are zeros in the
+        # last chunk's tail, or new chunks): only each row's list of chunks grows.
+        cdef int kpr_old = self._kpr, kpr = (n_classes + CHUNK - 1) // CHUNK
+        cdef uint32_t* rowmap = <uint32_t*>calloc(cap * <size_t>kpr, sizeof(uint32_t))
         cdef uint64_t* umask = NULL
         if self._umask != NULL:
             umask = <uint64_t*>calloc(cap * words, sizeof(uint64_t))
-        if W == NULL or (self._umask != NULL and umask == NULL):
-            free(W)
+        if rowmap == NULL or (self._umask != NULL and umask == NULL):
+            free(rowmap)
             free(umask)
             raise MemoryError()
         for r in range(self.n_rows):
-            memcpy(&W[r * C], &self._W[r * C_old], C_old * sizeof(weight_t))
+            memcpy(&rowmap[r * kpr], &self._rowmap[r * kpr_old], kpr_old * sizeof(uint32_t))
             if umask != NULL:   # accumulators are keyed by (row, class): only the marks move
                 memcpy(&umask[r * words], &self._umask[r * words_old], words_old * sizeof(uint64_t))
-        free(self._W)
+        free(self._rowmap)
         free(self._avg)
-        self._W = W
+        self._rowmap = rowmap
+        self._kpr = kpr
         if umask != NULL:
             free(self._umask)
             self._umask = umask
@@ -518,10 +659,10 @@ cdef class AveragedWeights(FrozenRows):
             row = numpy.empty((self.n_classes,), dtype=numpy.float32)
             self._frozen_row(r, &row[0])
             return float(row[clas])
-        cdef int64_t i = r * self.n_classes + clas
+        cdef weight_t w = cell_of(self, <size_t>r, clas)
         if averaged and self._U != NULL and self.clock > 0:
-            return float(_averaged(self._W[i], self._u_get(r, clas), <double>self.clock))
-        return float(self._W[i])
+            return float(_averaged(w, self._u_get(r, clas), <double>self.clock))
+        return float(w)
 
     def add(self, uint64_t key, int clas, float delta):
         if not 0 <= clas < self.n_classes:
@@ -587,7 +728,7 @@ cdef class AveragedWeights(FrozenRows):
                 elif on_the_fly:
                     self._averaged_row(r[i], &buf[0])
                 else:
-                    memcpy(&buf[0], &self._W[r[i] * C], C * sizeof(weight_t))
+                    self._row_into(<size_t>r[i], &buf[0])
                 for c in range(C):
                     v = buf[c]
                     if v > min_abs or v < -min_abs:
@@ -617,7 +758,7 @@ cdef class AveragedWeights(FrozenRows):
             if averaged:
                 self._averaged_row(r[i], &o[i, 0])
             else:
-                memcpy(&o[i, 0], &self._W[r[i] * C], C * sizeof(weight_t))
+                self._row_into(<size_t>r[i], &o[i, 0])
         return out
 
     def state_arrays(self):
@@ -700,7 +841,7 @@ cdef class AveragedWeights(FrozenRows):
         cdef size_t before = self.n_rows
         cdef int64_t r = self._insert(key)
         if self.n_rows > before:
-            memset(&self._W[r * self.n_classes], 0, self.n_classes * sizeof(weight_t))
+            self._row_clear(<size_t>r)
         return r
 
     @property
@@ -725,12 +866,11 @@ cdef class AveragedWeights(FrozenRows):
 
     cdef bint _cell_out(self, size_t r, int c, bint is_new) noexcept nogil:
         # Whether journal_cells reports (r, c): written since the start, or non-zero in a new row.
-        cdef size_t C = self.n_classes
         if r < self._dirty_rows and (self._dirty[r * self._mask_words + c // 64] >> (c % 64)) & 1:
             return True
         if not is_new:
             return False
-        if self._W[r * C + c] != 0:
+        if cell_of(self, r, c) != 0:
             return True
         return self._u_at(r, c) != 0.0
 
@@ -811,7 +951,8 @@ cdef class AveragedWeights(FrozenRows):
         self._free_accumulators()
         if self.frozen_type != FROZEN_NONE:
             self._forget_frozen()
-            self._rows_capacity = 0
+        self._free_rows()
+        self._rows_capacity = 0
         self._grow_rows(max(len(keys), 1024))
         if accumulators is not None:
             self._ensure_accumulators()
@@ -825,7 +966,7 @@ cdef class AveragedWeights(FrozenRows):
         cdef int64_t r
         for i in range(len(keys)):
             r = self._insert(k[i])
-            memcpy(&self._W[r * C], &w[i, 0], C * sizeof(weight_t))
+            self._row_set(<size_t>r, &w[i, 0])
             if accumulators is not None:
                 for c in range(<int>C):
                     if u[i, c] != 0.0:
@@ -837,10 +978,9 @@ cdef class AveragedWeights(FrozenRows):
     cdef int _release_rows(self) except -1:
         # load_frozen replaces the rows: the weights, accumulators and journal go.
         self._drop_journal()
-        free(self._W)
+        self._free_rows()
         self._free_accumulators()
         free(self._avg)
-        self._W = NULL
         self._avg = NULL
         self._avg_valid = False
         self._rows_capacity = 0

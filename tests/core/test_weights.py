@@ -3,6 +3,8 @@ import pickle
 
 import numpy
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from spacy_structperc._core import weights as weights_module
 from spacy_structperc._core.weights import PRECISIONS, AveragedWeights, sparse_rows
@@ -668,3 +670,44 @@ def test_a_nan_in_a_hot_float16_row_keeps_its_bits_as_its_sparse_add_does(conver
     assert numpy.array_equal(widened, sparse)
     assert widened[5] == 0x7FC02000          # the NaN's payload, quieted
     assert widened[0] == numpy.float32(3.0).view(numpy.uint32)
+
+
+@settings(max_examples=60, deadline=None)
+@given(C=st.sampled_from([1, 15, 16, 17, 108, 300]),
+       updates=st.lists(st.tuples(st.integers(0, 7), st.integers(0, 10**6), st.sampled_from([1.0, -1.0, 0.5, -2.0])),
+                        max_size=60),
+       grow=st.integers(0, 40))
+def test_rows_hold_only_the_chunks_updates_wrote_and_read_as_dense_rows(C, updates, grow):
+    # The current weights keep a row's chunks of 16 classes only where an update wrote; every
+    # read (scores, cells, exported rows, the average, after a resize or a reload) equals a
+    # dense reference, and the chunk count is the number of (row, chunk) pairs written.
+    keys = [2 * k + 1 for k in range(8)]
+    w = AveragedWeights(C, 16)
+    dense = numpy.zeros((len(keys), C + grow), dtype=numpy.float32)
+    written = set()
+    for k, c, delta in updates:
+        c %= C
+        w.add(keys[k], c, delta)
+        w.next_example()
+        dense[k, c] += numpy.float32(delta)
+        written.add((k, c // 16))
+    assert w.n_chunks == len(written)
+    if grow:
+        w.resize(C + grow)
+    C2 = C + grow
+    for k, key in enumerate(keys):
+        numpy.testing.assert_array_equal(w.score([key]), dense[k, :C2])
+        assert [w.get(key, c) for c in range(C2)] == dense[k, :C2].tolist()
+    exported, rows = w.to_arrays(averaged=False)
+    assert sorted(exported.tolist()) == sorted(keys[k] for k in {k for k, _ in written if dense[k].any()})
+    for key, row in zip(exported.tolist(), rows):
+        numpy.testing.assert_array_equal(row, dense[keys.index(key), :C2])
+    again = pickle.loads(pickle.dumps(w))
+    assert again.n_chunks <= w.n_chunks   # reloaded rows keep only their nonzero chunks
+    for key in keys:
+        numpy.testing.assert_array_equal(again.score([key]), w.score([key]))
+        w.set_use_averages(True)
+        again.set_use_averages(True)
+        numpy.testing.assert_array_equal(again.score([key]), w.score([key]))
+        w.set_use_averages(False)
+        again.set_use_averages(False)
