@@ -991,9 +991,11 @@ cdef class AveragedWeights(FrozenRows):
         if self.frozen_type != FROZEN_NONE:
             return (_rebuild_frozen, (self.n_classes, self._frozen_keys(), self._frozen_owner, self.use_averages,
                                       self.noise_scale, self.noise_seed, self.tie_width))
-        keys, W, U, clock = self.state_arrays()
-        return (_rebuild_weights, (self.n_classes, self._capacity, keys, W, U, clock, self.use_averages,
-                                   self.noise_scale, self.noise_seed, self.tie_width))
+        # The training state as its nonzero cells: a dense copy of W and U would be ~1.8 GB for
+        # a parser trained in this process (n_process=2 pickles the live component).
+        keys, cells, W, U, clock = self.state_cells()
+        return (_rebuild_cells, (self.n_classes, self._capacity, keys, cells, W, U, clock, self.use_averages,
+                                 self.noise_scale, self.noise_seed, self.tie_width))
 
 
 def _rebuild_frozen(n_classes, keys, arrays, use_averages, noise_scale, noise_seed, tie_width):
@@ -1005,11 +1007,11 @@ def _rebuild_frozen(n_classes, keys, arrays, use_averages, noise_scale, noise_se
     return weights
 
 
-def _rebuild_weights(n_classes, n_buckets, keys, W, U, clock, use_averages, noise_scale=0.0, noise_seed=0,
-                     tie_width=1):
+def _rebuild_cells(n_classes, n_buckets, keys, cells, W, U, clock, use_averages, noise_scale, noise_seed,
+                   tie_width):
     weights = AveragedWeights(n_classes, n_buckets)
     weights.set_tie_width(tie_width)
-    weights.load_arrays(keys, W, U, clock)
+    weights.load_cells(keys, cells, W, U, clock)
     weights.set_use_averages(use_averages)
     weights.set_noise(noise_scale, noise_seed)
     return weights

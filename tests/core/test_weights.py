@@ -711,3 +711,22 @@ def test_rows_hold_only_the_chunks_updates_wrote_and_read_as_dense_rows(C, updat
         numpy.testing.assert_array_equal(again.score([key]), w.score([key]))
         w.set_use_averages(False)
         again.set_use_averages(False)
+
+
+def test_a_pickled_training_table_carries_its_nonzero_cells_not_dense_rows():
+    # n_process=2 pickles a live component: a parser trained in this process has ~1.4M rows of
+    # 108 classes with ~4 nonzero, and dense copies of W and U would be ~1.8 GB.
+    C, n = 108, 2000
+    w = AveragedWeights(C, 16)
+    for key in range(1, n + 1):
+        w.add(key, key % C, 1.0)
+        w.next_example()
+        w.add(key, (key * 7) % C, -1.0)
+    size = len(pickle.dumps(w))
+    assert size < n * C * (4 + 8) / 20
+    again = pickle.loads(pickle.dumps(w))
+    assert (again.n_rows, again.clock) == (w.n_rows, w.clock)
+    for key in (1, 500, n):
+        for c in (key % C, (key * 7) % C):
+            assert again.get(key, c) == w.get(key, c)
+            assert again.get(key, c, averaged=True) == w.get(key, c, averaged=True)
