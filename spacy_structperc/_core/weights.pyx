@@ -762,7 +762,8 @@ cdef class AveragedWeights(FrozenRows):
         return out
 
     def state_arrays(self):
-        """The full training state (keys, W, U, clock), for pickling mid-training; U dense."""
+        """The full training state (keys, W, U, clock) as dense arrays, for distributed mixing
+        (`WeightsMixer.add_arrays`); pickling sends `state_cells`, the nonzero cells only."""
         keys, rows = self.sorted_rows(averaged=False, prune=False)
         W = self.gather(rows, averaged=False)
         cdef size_t C = self.n_classes
