@@ -17,7 +17,7 @@ None of them imports spaCy at module level, so a child's peak RSS only counts wh
 system itself loads.
 """
 from _corpus import (conllu_to_docbins, count_tokens, default_data_dir, default_data_root, examples,  # noqa: F401
-                     find_split_file, load_docs, materialize_averages, per_type_f, score_token_attrs,
+                     find_split_file, load_docs, materialize_averages, per_type_f, ptb_to_docbin, score_token_attrs,
                      time_pipe, time_pipe_best_of, unannotated_copies)
 from _machine import (BENCH_DIR, DEFAULT_WORK_DIR, REPO_ROOT, RESULTS_DIR, SINGLE_THREAD_ENV,  # noqa: F401
                       Timer, child_env, code_fingerprint, current_rss_mb, dir_bytes, git_revision,

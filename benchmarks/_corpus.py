@@ -89,6 +89,53 @@ def conllu_to_docbins(
     return {"converted": True, "docs": len(docs), "tokens": n_tokens}
 
 
+# How the Penn Treebank writes the words that EWT's text has as they are.
+PTB_WORDS = {"-LRB-": "(", "-RRB-": ")", "-LCB-": "{", "-RCB-": "}", "-LSB-": "[", "-RSB-": "]",
+             "``": '"', "''": '"'}
+
+
+def read_ptb_tagged(ptb_dir: Path) -> list:
+    """The sentences of a Penn Treebank folder's bracketed files (``combined/*.mrg``, as in NLTK's
+    WSJ sample) as lists of (word, tag), without the empty elements (``-NONE-``); brackets and
+    quotes written as EWT's text has them (``-LRB-`` is ``(``)."""
+    import re
+
+    files = sorted((Path(ptb_dir) / "combined").glob("*.mrg"))
+    if not files:
+        raise FileNotFoundError(f"no combined/*.mrg files in {ptb_dir}: pass the folder of the "
+                                "Penn Treebank sample or set STRUCTPERC_DATA")
+    leaf = re.compile(r"\(([^\s()]+) ([^\s()]+)\)")
+    sentences = []
+    for path in files:
+        # A tree starts at the beginning of a line with "( (".
+        for tree in re.split(r"\n(?=\(\s*\()", path.read_text(encoding="utf8")):
+            words = [(PTB_WORDS.get(w, w), t) for t, w in leaf.findall(tree) if t != "-NONE-"]
+            if words:
+                sentences.append(words)
+    return sentences
+
+
+def ptb_to_docbin(ptb_dir: Path, output: Path) -> Dict[str, Any]:
+    """``read_ptb_tagged`` saved as a DocBin (one Doc per sentence, the tags in ``tag_``), rebuilt
+    only when the folder's files changed (a stamp beside the output, as conllu_to_docbins)."""
+    from spacy.tokens import Doc, DocBin
+    from spacy.vocab import Vocab
+
+    files = sorted((Path(ptb_dir) / "combined").glob("*.mrg"))
+    stamp = json.dumps({"source": [_file_fingerprint(p) for p in files], "version": 1}, sort_keys=True)
+    if Path(output).exists() and _read(Path(str(output) + ".stamp")) == stamp:
+        return {"converted": False}
+    sentences = read_ptb_tagged(ptb_dir)
+    vocab = Vocab()
+    db = DocBin(store_user_data=False)
+    for words in sentences:
+        db.add(Doc(vocab, words=[w for w, _ in words], tags=[t for _, t in words]))
+    Path(output).parent.mkdir(parents=True, exist_ok=True)
+    db.to_disk(output)
+    Path(str(output) + ".stamp").write_text(stamp)
+    return {"converted": True, "docs": len(sentences), "tokens": sum(len(s) for s in sentences)}
+
+
 def _read(path: Path) -> Optional[str]:
     try:
         return path.read_text()

@@ -19,6 +19,9 @@ METRICS: Dict[str, Tuple[str, Any]] = {
     "tag_acc": ("XPOS acc.", lambda v: f"{100 * v:.2f}"),
     "label_acc": ("label acc.", lambda v: f"{100 * v:.2f}"),
     "pos_acc": ("UPOS acc.", lambda v: f"{100 * v:.2f}"),
+    # bench_tagger.py: the XPOS model on the Penn Treebank's WSJ sample (text of another domain)
+    "wsj_tag_acc": ("WSJ XPOS acc.", lambda v: f"{100 * v:.2f}"),
+    "dev_xpos_acc": ("dev XPOS acc.", lambda v: f"{100 * v:.2f}"),
     "ents_f": ("F1", lambda v: f"{100 * v:.2f}"),
     "ents_p": ("P", lambda v: f"{100 * v:.2f}"),
     "ents_r": ("R", lambda v: f"{100 * v:.2f}"),
