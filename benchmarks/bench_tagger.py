@@ -39,7 +39,7 @@ SPLIT_FILES = {"train": "*-ud-train.conllu", "dev": "*-ud-dev.conllu", "test": "
 STRUCTPERC_SETTINGS: List[Dict[str, Any]] = [
     # configs/tagger.cfg: greedy, lookahead 1 among the labels within 60 of the best, margin 40
     {"setting": "default", "overrides": {}},
-    # The fastest setting: no lookahead (the default before the WSJ check).
+    # The fastest setting: no lookahead.
     {"setting": "lookahead 0", "overrides": {"lookahead_depth": 0}},
     # The default without the word-casing atoms (how each word is cased in general text).
     {"setting": "no casing features", "overrides": {"model.features.casing": False}},
