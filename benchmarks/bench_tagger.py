@@ -255,22 +255,22 @@ def run_crfsuite(paths: Dict[str, str], out_dir: str, params: Dict[str, Any],
     print(f"[crfsuite] trained in {secs['tag_']:.0f}s (XPOS) and {secs['pos_']:.0f}s (UPOS)", flush=True)
     del train
     gold = C.load_docs(Path(paths[f"{eval_split}_xpos"]), vocab)
-    preds = {}
-    for attr in ("tag_", "pos_"):
+    def writer(attr):
         def write(doc, labels):
             for token, label in zip(doc, labels):
                 setattr(token, attr, label)
+        return write
+
+    preds = {}
+    for attr in ("tag_", "pos_"):
         preds[attr], seconds = C.crf_tag(models[attr],
-                                         lambda: C.unannotated_copies(gold, vocab), crf_token_features, write,
+                                         lambda: C.unannotated_copies(gold, vocab), crf_token_features, writer(attr),
                                          repeats=predict_repeats if attr == "tag_" else 1)
         if attr == "tag_":
             pred_secs = seconds
 
     def tag_wsj(docs):
-        def write(doc, labels):
-            for token, label in zip(doc, labels):
-                token.tag_ = label
-        return C.crf_tag(models["tag_"], lambda: docs, crf_token_features, write)[0]
+        return C.crf_tag(models["tag_"], lambda: docs, crf_token_features, writer("tag_"))[0]
 
     metrics = {"tag_acc": C.score_token_attrs(preds["tag_"], gold, ["tag"])["tag_acc"],
                "wsj_tag_acc": _wsj_tag_acc(vocab, paths, tag_wsj),
